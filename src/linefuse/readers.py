@@ -1,0 +1,92 @@
+"""Readers over one shard@LEVEL directory: a map-style LMDB dataset and a WebDataset pipeline.
+
+Both yield `(blurred, sharp, meta)` with uint8 (H, W, 3) arrays and the same meta dict, so a
+training loop can switch reader without changing a result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import polars as pl
+import webdataset as wds
+
+from .shards import LMDB_DIR, MANIFEST, WDS_DIR
+
+META_FIELDS = ("key", "image_id", "domain", "level", "split", "patch")
+
+
+def read_manifest(level_dir: str | Path, split: str | None = None) -> pl.DataFrame:
+    manifest = pl.read_parquet(Path(level_dir) / MANIFEST)
+    if split is not None:
+        manifest = manifest.filter(pl.col("split") == split)
+    return manifest.sort("key")
+
+
+class LmdbPairs:
+    """Map-style dataset over the level's LMDB env, in key order.
+
+    The env is opened lazily in whichever process reads first (each DataLoader worker opens its
+    own: LMDB handles cannot cross a fork or a pickle), read-only and without a lock file.
+    """
+
+    def __init__(self, level_dir: str | Path, split: str):
+        self.path = str(Path(level_dir) / LMDB_DIR)
+        rows = read_manifest(level_dir, split).to_dicts()
+        self.keys = [row["key"].encode() for row in rows]
+        self.shapes = [(2, row["height"], row["width"], row["channels"]) for row in rows]
+        self.metas = [{**{k: row[k] for k in META_FIELDS}, "params": json.loads(row["params"])}
+                      for row in rows]
+        self._env = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray, dict]:
+        if self._env is None:
+            self._env = lmdb.open(self.path, readonly=True, lock=False, readahead=False,
+                                  meminit=False, max_readers=512)
+        with self._env.begin(buffers=True) as txn:
+            pair = np.frombuffer(txn.get(self.keys[index]), dtype=np.uint8)
+            pair = pair.reshape(self.shapes[index]).copy()
+        return pair[0], pair[1], self.metas[index]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_env": None}
+
+
+def collate_pairs(batch: list[tuple]) -> tuple:
+    """Stacks (blurred, sharp) into uint8 (B, H, W, 3) tensors and keeps the metas as a list.
+
+    torch's default collate cannot merge metas whose drawn params differ between domains.
+    """
+    import torch
+
+    blurred, sharp, metas = zip(*batch)
+    return torch.from_numpy(np.stack(blurred)), torch.from_numpy(np.stack(sharp)), list(metas)
+
+
+def shard_urls(level_dir: str | Path, split: str) -> list[str]:
+    return sorted(str(p) for p in (Path(level_dir) / WDS_DIR).glob(f"{split}-*.tar"))
+
+
+def _as_triple(sample: dict) -> tuple[np.ndarray, np.ndarray, dict]:
+    return sample["blurred.png"], sample["sharp.png"], sample["json"]
+
+
+def webdataset_pairs(urls: str | list[str], shuffle_shards: int = 0, shuffle_buffer: int = 0,
+                     seed: int = 0) -> wds.WebDataset:
+    """A WebDataset pipeline over local paths or URLs (file://, http://, pipe:).
+
+    Shards are split across ranks and then across DataLoader workers; with shuffling off the
+    samples come in the order the shard stage wrote them.
+    """
+    dataset = wds.WebDataset(urls, shardshuffle=shuffle_shards or False,
+                             nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker,
+                             empty_check=False, seed=seed)
+    if shuffle_buffer:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    return dataset.decode("rgb8").map(_as_triple)

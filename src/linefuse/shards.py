@@ -1,0 +1,167 @@
+"""shard@LEVEL: indexed images x blur domains -> aligned (blurred, sharp) pairs, written twice.
+
+One level directory holds
+  lmdb/data.mdb          one LMDB env; value = uint8 array (2, H, W, 3): [blurred, sharp]
+  wds/{split}-NNNNNN.tar WebDataset shards: KEY.blurred.png, KEY.sharp.png, KEY.json
+  manifest.parquet       every key with split, domain, level, shape, dtype, tar and drawn params
+The manifest is the LMDB meta file (BasicSR's meta_info, as a table). Everything is a pure
+function of (image bytes, params, seed), computed per item, so worker count never matters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import polars as pl
+import webdataset as wds
+
+from .degrade import degrade, item_rng
+from .images import load_rgb, png_bytes
+from .params import SPLITS, Params
+from .stage import ordered_map
+
+LMDB_DIR = "lmdb"
+WDS_DIR = "wds"
+MANIFEST = "manifest.parquet"
+PAIR_LAYOUT = "blurred,sharp"
+TAR_MTIME = 0.0  # webdataset stamps the current time otherwise, and no two runs would match
+LMDB_MAP_SIZE = 1 << 40  # address space only: the file grows with what is written
+COMMIT_EVERY = 256
+
+MANIFEST_SCHEMA = {
+    "key": pl.String, "split": pl.String, "image_id": pl.String, "domain": pl.String,
+    "level": pl.String, "patch": pl.Int64, "height": pl.Int64, "width": pl.Int64,
+    "channels": pl.Int64, "dtype": pl.String, "layout": pl.String, "tar": pl.String,
+    "params": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: str
+    meta: dict
+    blurred: np.ndarray
+    sharp: np.ndarray
+
+
+def sample_key(image_id: str, domain: str, patch: int) -> str:
+    """No dots: WebDataset takes everything after the first dot as the extension."""
+    return f"{image_id}_{domain}_{patch:03d}"
+
+
+def _windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
+    """Crop windows (top, left, size_y, size_x): random train patches or one centred crop."""
+    shards = params.shards
+    if split == "train":
+        size = shards.crop
+        if height < size or width < size:
+            return []
+        return [(int(rng.integers(0, height - size + 1)), int(rng.integers(0, width - size + 1)),
+                 size, size) for _ in range(shards.patches_per_image)]
+    size_y = min(height, shards.eval_crop or height)
+    size_x = min(width, shards.eval_crop or width)
+    return [((height - size_y) // 2, (width - size_x) // 2, size_y, size_x)]
+
+
+def pairs_for_image(task: tuple[str, str, str, str, Params]) -> list[Pair]:
+    """Every pair one image yields at one level: all domains, all its crops."""
+    path, image_id, split, level, params = task
+    sharp_full = load_rgb(path)
+    height, width = sharp_full.shape[:2]
+    pairs = []
+    for domain in params.degrade.domains:
+        rng = item_rng(params.degrade.seed, image_id, domain, level)
+        blurred_full, drawn = degrade(sharp_full, domain, params.degrade.level(domain, level), rng)
+        for patch, (top, left, size_y, size_x) in enumerate(_windows(height, width, split, params, rng)):
+            window = np.s_[top:top + size_y, left:left + size_x]
+            key = sample_key(image_id, domain, patch)
+            meta = {"key": key, "image_id": image_id, "domain": domain, "level": level,
+                    "split": split, "patch": patch, "params": drawn}
+            pairs.append(Pair(key, meta, np.ascontiguousarray(blurred_full[window]),
+                              np.ascontiguousarray(sharp_full[window])))
+    return pairs
+
+
+class _LevelWriter:
+    """Streams pairs into the LMDB env and one WebDataset ShardWriter per split."""
+
+    def __init__(self, out_dir: Path, samples_per_shard: int):
+        (out_dir / LMDB_DIR).mkdir()
+        (out_dir / WDS_DIR).mkdir()
+        self.env = lmdb.open(str(out_dir / LMDB_DIR), map_size=LMDB_MAP_SIZE, lock=False,
+                             sync=False, meminit=True)
+        self.txn = self.env.begin(write=True)
+        self.pending = 0
+        self.tars = {split: wds.ShardWriter(str(out_dir / WDS_DIR / f"{split}-%06d.tar"),
+                                            maxcount=samples_per_shard, verbose=0, mtime=TAR_MTIME)
+                     for split in SPLITS}
+        self.rows: list[dict] = []
+
+    def add(self, pair: Pair) -> None:
+        stacked = np.stack([pair.blurred, pair.sharp])
+        self.txn.put(pair.key.encode(), stacked.tobytes())
+        self.pending += 1
+        if self.pending >= COMMIT_EVERY:
+            self.txn.commit()
+            self.txn, self.pending = self.env.begin(write=True), 0
+        tar = self.tars[pair.meta["split"]]
+        tar.write({"__key__": pair.key,
+                   "blurred.png": png_bytes(pair.blurred),
+                   "sharp.png": png_bytes(pair.sharp),
+                   "json": json.dumps(pair.meta, sort_keys=True).encode()})
+        height, width, channels = pair.sharp.shape
+        self.rows.append({**{k: pair.meta[k] for k in ("key", "split", "image_id", "domain",
+                                                         "level", "patch")},
+                          "height": height, "width": width, "channels": channels,
+                          "dtype": "uint8", "layout": PAIR_LAYOUT, "tar": Path(tar.fname).name,
+                          "params": json.dumps(pair.meta["params"], sort_keys=True)})
+
+    def close(self) -> pl.DataFrame:
+        self.txn.commit()
+        self.env.sync(True)
+        self.env.close()
+        for split, tar in self.tars.items():
+            tar.close()
+            if tar.total == 0:  # ShardWriter opens its first tar eagerly; drop it when unused
+                Path(tar.fname).unlink()
+        return pl.DataFrame(self.rows, schema=MANIFEST_SCHEMA)
+
+
+def _psnr_of_mse(mse: float) -> float:
+    return 10.0 * math.log10(255.0**2 / mse) if mse > 0 else float("inf")
+
+
+def build_level(params: Params, level: str, index_path: Path, out_dir: Path,
+                workers: int = 1) -> dict:
+    """Writes the level into `out_dir` (empty) and returns its metrics."""
+    images = pl.read_parquet(index_path).sort("id")
+    root = Path(params.data.source_dir)
+    tasks = [(str(root / row["path"]), row["id"], row["split"], level, params)
+             for row in images.iter_rows(named=True)]
+    writer = _LevelWriter(out_dir, params.shards.samples_per_shard)
+    squared_error: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    too_small = 0
+    for pairs in ordered_map(pairs_for_image, tasks, workers, desc=f"shard@{level}", unit="image"):
+        too_small += not pairs
+        for pair in pairs:
+            writer.add(pair)
+            diff = pair.blurred.astype(np.float64) - pair.sharp.astype(np.float64)
+            total = squared_error[pair.meta["domain"]]
+            total[0] += float(np.square(diff).sum())
+            total[1] += diff.size
+    manifest = writer.close()
+    manifest.write_parquet(out_dir / MANIFEST)
+    counts = manifest.group_by("split").len().rows()
+    return {
+        "samples": {split: dict(counts).get(split, 0) for split in SPLITS},
+        "images": images.height,
+        "images_smaller_than_crop": too_small,
+        "input_psnr": {domain: round(_psnr_of_mse(sse / n), 4)
+                       for domain, (sse, n) in sorted(squared_error.items())},
+    }

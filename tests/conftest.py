@@ -1,0 +1,61 @@
+"""Tiny params and a session-wide tiny project, so the suite runs on 2 CPU cores."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from contextlib import chdir
+from pathlib import Path
+
+import pytest
+import yaml
+
+from linefuse.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+LEVELS = ("easy", "medium", "hard")
+
+
+def tiny_params() -> dict:
+    """The repo's params.yaml shrunk: 20 charts of 96x64 px, 32 px crops, 16 samples a tar."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["data"]["charts"].update(count=20, width=96, height=64, points=128)
+    params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
+    params["shards"].update(crop=32, patches_per_image=2, eval_crop=48, samples_per_shard=16)
+    return params
+
+
+def write_params(project: Path, params: dict) -> None:
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def run_cli(project: Path, *argv: str) -> int:
+    with chdir(project):
+        return main(list(argv))
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under folder."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def build_data(project: Path, params: dict, workers: int = 1) -> Path:
+    """generate -> index -> shard@every level, in-process, in `project`."""
+    write_params(project, params)
+    assert run_cli(project, "generate", "--workers", str(workers)) == 0
+    assert run_cli(project, "index", "--workers", str(workers)) == 0
+    for level in params["degrade"]["levels"]:
+        assert run_cli(project, "shard", "--level", level, "--workers", str(workers)) == 0
+    return project
+
+
+@pytest.fixture(scope="session")
+def tiny_project(tmp_path_factory) -> Path:
+    """A project dir holding the full data half built once from tiny params (read-only use)."""
+    return build_data(tmp_path_factory.mktemp("tiny"), tiny_params())
+
+
+@pytest.fixture
+def params_copy() -> dict:
+    return copy.deepcopy(tiny_params())

@@ -1,0 +1,89 @@
+"""Bad params stop the run before any work, with one line naming the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli, tiny_params, write_params
+from linefuse.params import ParamsError, load_params, parse_params
+
+
+def test_repo_params_are_valid():
+    params = load_params(ROOT / "params.yaml")
+    assert params.degrade.levels == ["easy", "medium", "hard"]
+    assert params.degrade.level("gaussian", "hard").sigma == (1.5, 2.5)
+    assert params.degrade.level("motion", "easy").length == (3, 7)
+
+
+MUTATIONS = [
+    ("unknown key", lambda p: p["data"].update(sorce_dir="x"), "data.sorce_dir", "unknown key"),
+    ("unknown section", lambda p: p.update(trian={}), "trian", "unknown key"),
+    ("wrong type", lambda p: p["data"]["charts"].update(count="many"), "data.charts.count", "integer"),
+    ("empty range", lambda p: p["degrade"]["gaussian"]["hard"].update(sigma=[2.5, 1.5]),
+     "degrade.gaussian.hard.sigma", "empty"),
+    ("not a pair", lambda p: p["degrade"]["motion"]["easy"].update(length=7),
+     "degrade.motion.easy.length", "[low, high]"),
+    ("unknown domain", lambda p: p["degrade"].update(domains=["gaussian", "fog"]),
+     "degrade.domains", "accepts gaussian"),
+    ("split sum", lambda p: p["data"].update(split={"train": 0.8, "val": 0.1, "test": 0.2}),
+     "data.split", "sum to 1"),
+    ("missing level", lambda p: p["degrade"]["scan"].pop("medium"), "degrade.scan.medium",
+     "missing"),
+    ("crop too large", lambda p: p["shards"].update(crop=100), "shards.crop", "at most 64"),
+    ("negative count", lambda p: p["data"]["charts"].update(count=-1), "data.charts.count",
+     "greater than or equal"),
+    ("quality out of range", lambda p: p["degrade"]["compression"]["hard"].update(quality=[0, 55]),
+     "degrade.compression.hard.quality", ">= 1"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,key,accepts", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_bad_params_name_the_key(name, mutate, key, accepts):
+    params = tiny_params()
+    mutate(params)
+    with pytest.raises(ParamsError) as caught:
+        parse_params(params)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"params.yaml: {key}: "), message
+    assert accepts in message, message
+
+
+def test_cli_prints_one_line_and_touches_nothing(tmp_path, capsys):
+    params = tiny_params()
+    params["data"]["charts"]["count"] = 3
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "generate", "--workers", "1") == 0
+    before = sorted(p.name for p in (tmp_path / "data/source").iterdir())
+    capsys.readouterr()
+
+    params["data"]["charts"]["count"] = 5
+    params["data"]["split"]["train"] = 0.9
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "generate", "--workers", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["linefuse: error: params.yaml: data.split: train + val + test must sum to 1, "
+                   "got 1.3"]
+    assert sorted(p.name for p in (tmp_path / "data/source").iterdir()) == before
+
+
+def test_invalid_yaml_and_missing_file(tmp_path, capsys):
+    assert run_cli(tmp_path, "index") == 2
+    assert "params.yaml: not found" in capsys.readouterr().err
+    (tmp_path / "params.yaml").write_text("data: [unclosed\n")
+    assert run_cli(tmp_path, "index") == 2
+    assert "not valid YAML at line" in capsys.readouterr().err
+
+
+def test_unknown_level_and_missing_index(tmp_path, capsys):
+    write_params(tmp_path, tiny_params())
+    assert run_cli(tmp_path, "shard", "--level", "extreme") == 2
+    assert "--level extreme: not in degrade.levels (easy, medium, hard)" in capsys.readouterr().err
+    assert run_cli(tmp_path, "shard", "--level", "easy") == 2
+    assert "images.parquet is missing; run `linefuse index` first" in capsys.readouterr().err
+
+
+def test_params_yaml_round_trips_through_yaml():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert parse_params(raw) == load_params(ROOT / "params.yaml")

@@ -1,0 +1,119 @@
+"""shard@LEVEL: deterministic outputs, LMDB and WebDataset readers that agree, harder = blurrier."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from skimage.metrics import peak_signal_noise_ratio
+
+from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
+from linefuse import shards
+from linefuse.params import DOMAINS, SPLITS
+from linefuse.readers import LmdbPairs, collate_pairs, read_manifest, shard_urls, webdataset_pairs
+
+
+def test_two_runs_and_worker_counts_give_identical_bytes(tiny_project, tmp_path):
+    """The session project was built with 1 worker; a fresh build with 2 must match it byte for byte."""
+    second = build_data(tmp_path, tiny_params(), workers=2)
+    first_files = file_digests(tiny_project / "data")
+    assert file_digests(second / "data") == first_files
+    assert any(name.endswith("lmdb/data.mdb") for name in first_files)
+    assert sum(name.endswith(".tar") for name in first_files) >= 3 * len(SPLITS)
+    for level in LEVELS:
+        assert (tmp_path / f"metrics/shard/{level}.json").read_text() == \
+            (tiny_project / f"metrics/shard/{level}.json").read_text()
+
+
+def _by_key(triples) -> dict:
+    return {meta["key"]: (blurred, sharp, meta) for blurred, sharp, meta in triples}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_lmdb_and_webdataset_readers_agree(tiny_project, level):
+    level_dir = tiny_project / "data/shards" / level
+    metrics = json.loads((tiny_project / f"metrics/shard/{level}.json").read_text())
+    for split in SPLITS:
+        manifest = read_manifest(level_dir, split)
+        from_lmdb = _by_key(LmdbPairs(level_dir, split)[i] for i in range(manifest.height))
+        from_tars = _by_key(webdataset_pairs(shard_urls(level_dir, split)))
+        assert len(from_lmdb) == len(from_tars) == manifest.height == metrics["samples"][split]
+        assert manifest.height > 0
+        assert from_lmdb.keys() == from_tars.keys() == set(manifest["key"])
+        for key, (blurred, sharp, meta) in from_lmdb.items():
+            tar_blurred, tar_sharp, tar_meta = from_tars[key]
+            assert np.array_equal(blurred, tar_blurred) and np.array_equal(sharp, tar_sharp)
+            assert meta == tar_meta
+            assert blurred.dtype == np.uint8 and blurred.shape == sharp.shape
+            assert "." not in key and meta["level"] == level and meta["split"] == split
+
+
+def test_manifest_declares_shapes_and_drawn_params(tiny_project):
+    params = tiny_params()
+    manifest = read_manifest(tiny_project / "data/shards/hard")
+    train = manifest.filter(pl.col("split") == "train")
+    assert set(train["height"]) == {32} and set(train["width"]) == {32}
+    evaluation = manifest.filter(pl.col("split") != "train")
+    assert set(evaluation["height"]) == {48} and set(evaluation["width"]) == {48}
+    assert set(manifest["dtype"]) == {"uint8"} and set(manifest["layout"]) == {"blurred,sharp"}
+    images = pl.read_parquet(tiny_project / "data/index/images.parquet")
+    n_train = images.filter(pl.col("split") == "train").height
+    assert train.height == n_train * len(DOMAINS) * params["shards"]["patches_per_image"]
+    sigma_low, sigma_high = params["degrade"]["gaussian"]["hard"]["sigma"]
+    sigmas = [json.loads(p)["sigma"] for p in manifest.filter(pl.col("domain") == "gaussian")["params"]]
+    assert all(sigma_low <= s <= sigma_high for s in sigmas) and len(set(sigmas)) > 1
+
+
+def test_blurred_psnr_falls_from_easy_to_hard_in_every_domain(tiny_project):
+    psnr = {}
+    for level in LEVELS:
+        dataset = LmdbPairs(tiny_project / "data/shards" / level, "test")
+        per_domain: dict[str, list[float]] = {}
+        for i in range(len(dataset)):
+            blurred, sharp, meta = dataset[i]
+            value = peak_signal_noise_ratio(sharp, blurred, data_range=255)
+            per_domain.setdefault(meta["domain"], []).append(min(value, 60.0))
+        psnr[level] = {domain: float(np.mean(values)) for domain, values in per_domain.items()}
+        reported = json.loads((tiny_project / f"metrics/shard/{level}.json").read_text())
+        assert set(reported["input_psnr"]) == set(DOMAINS)
+    for domain in DOMAINS:
+        easy, medium, hard = (psnr[level][domain] for level in LEVELS)
+        assert easy > medium > hard, (domain, easy, medium, hard)
+
+
+def test_dataloader_workers_read_lmdb_and_split_webdataset(tiny_project):
+    level_dir = tiny_project / "data/shards/easy"
+    dataset = LmdbPairs(level_dir, "train")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2,
+                                         collate_fn=collate_pairs)
+    batches = list(loader)
+    assert sum(batch[0].shape[0] for batch in batches) == len(dataset)
+    assert torch.equal(batches[0][1][0], torch.from_numpy(dataset[0][1]))
+    assert [meta["key"] for batch in batches for meta in batch[2]] == \
+        [dataset.metas[i]["key"] for i in range(len(dataset))]
+
+    urls = shard_urls(level_dir, "train")
+    assert len(urls) >= 2
+    pipeline = webdataset_pairs(urls, shuffle_shards=len(urls), shuffle_buffer=32, seed=3)
+    loader = torch.utils.data.DataLoader(pipeline, batch_size=None, num_workers=2)
+    keys = [meta["key"] for _, _, meta in loader]
+    assert sorted(keys) == sorted(dataset.metas[i]["key"] for i in range(len(dataset)))
+    assert keys != sorted(keys)
+
+
+def test_failed_shard_leaves_the_previous_output(tiny_project, tmp_path, monkeypatch, capsys):
+    build_data(tmp_path, tiny_params())
+    before = file_digests(tmp_path / "data/shards/easy")
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shards, "png_bytes", broken)
+    assert run_cli(tmp_path, "shard", "--level", "easy", "--workers", "1") == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert file_digests(tmp_path / "data/shards/easy") == before
+    assert [p.name for p in (tmp_path / "data/shards").iterdir()] == \
+        sorted(p.name for p in (tmp_path / "data/shards").iterdir() if not p.name.startswith("."))

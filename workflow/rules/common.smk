@@ -1,0 +1,25 @@
+# Shared by every rule. Each rule passes the params.yaml keys it reads through `params:` as
+# tracked(...), a {dotted key: value} mapping: Snakemake reruns a job when that value changes,
+# and the keys read the same as the `params:` list of the matching dvc.yaml stage.
+from functools import reduce
+
+LEVELS = config["degrade"]["levels"]
+DOMAIN_PARAMS = ["gaussian", "motion", "scan", "compression", "lowres"]
+
+
+wildcard_constraints:
+    level="|".join(LEVELS),
+
+
+def tracked(*keys):
+    """{key: value} for dotted params.yaml keys; `{level}` is filled from the job's wildcard."""
+
+    def values(wildcards):
+        level = getattr(wildcards, "level", None)
+        out = {}
+        for key in keys:
+            dotted = key.format(level=level)
+            out[dotted] = reduce(lambda node, part: node[part], dotted.split("."), config)
+        return out
+
+    return values
