@@ -111,7 +111,7 @@ def test_failed_shard_leaves_the_previous_output(tiny_project, tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(shards, "png_bytes", broken)
+    monkeypatch.setattr(shards, "npy_bytes", broken)
     assert run_cli(tmp_path, "shard", "--level", "easy", "--workers", "1") == 2
     assert "No space left on device" in capsys.readouterr().err
     assert file_digests(tmp_path / "data/shards/easy") == before

@@ -45,10 +45,3 @@ def load_rgb(path: str | Path) -> np.ndarray:
     with Image.open(io.BytesIO(data)) as image:
         image.load()
         return to_rgb(image)
-
-
-def png_bytes(array: np.ndarray, compress_level: int = 1) -> bytes:
-    """Lossless PNG of a uint8 RGB array; Pillow writes no timestamp, so bytes are stable."""
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG", compress_level=compress_level)
-    return buffer.getvalue()

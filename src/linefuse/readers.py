@@ -54,6 +54,12 @@ class LmdbPairs:
             pair = pair.reshape(self.shapes[index]).copy()
         return pair[0], pair[1], self.metas[index]
 
+    def close(self) -> None:
+        """Releases the env (py-lmdb allows one open handle per env and process)."""
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_env": None}
 
@@ -74,7 +80,7 @@ def shard_urls(level_dir: str | Path, split: str) -> list[str]:
 
 
 def _as_triple(sample: dict) -> tuple[np.ndarray, np.ndarray, dict]:
-    return sample["blurred.png"], sample["sharp.png"], sample["json"]
+    return sample["blurred.npy"], sample["sharp.npy"], sample["json"]
 
 
 def webdataset_pairs(urls: str | list[str], shuffle_shards: int = 0, shuffle_buffer: int = 0,
@@ -89,4 +95,4 @@ def webdataset_pairs(urls: str | list[str], shuffle_shards: int = 0, shuffle_buf
                              empty_check=False, seed=seed)
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-    return dataset.decode("rgb8").map(_as_triple)
+    return dataset.decode().map(_as_triple)

@@ -2,7 +2,7 @@
 
 One level directory holds
   lmdb/data.mdb          one LMDB env; value = uint8 array (2, H, W, 3): [blurred, sharp]
-  wds/{split}-NNNNNN.tar WebDataset shards: KEY.blurred.png, KEY.sharp.png, KEY.json
+  wds/{split}-NNNNNN.tar WebDataset shards: KEY.blurred.npy, KEY.sharp.npy, KEY.json
   manifest.parquet       every key with split, domain, level, shape, dtype, tar and drawn params
 The manifest is the LMDB meta file (BasicSR's meta_info, as a table). Everything is a pure
 function of (image bytes, params, seed), computed per item, so worker count never matters.
@@ -10,6 +10,7 @@ function of (image bytes, params, seed), computed per item, so worker count neve
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections import defaultdict
@@ -22,7 +23,7 @@ import polars as pl
 import webdataset as wds
 
 from .degrade import degrade, item_rng
-from .images import load_rgb, png_bytes
+from .images import load_rgb
 from .params import SPLITS, Params
 from .stage import ordered_map
 
@@ -30,7 +31,8 @@ LMDB_DIR = "lmdb"
 WDS_DIR = "wds"
 MANIFEST = "manifest.parquet"
 PAIR_LAYOUT = "blurred,sharp"
-TAR_MTIME = 0.0  # webdataset stamps the current time otherwise, and no two runs would match
+TAR_MTIME = 0  # webdataset stamps the current time otherwise (no two runs would match); an int,
+#               since a float mtime costs every member an extra PAX header to write and parse
 LMDB_MAP_SIZE = 1 << 40  # address space only: the file grows with what is written
 COMMIT_EVERY = 256
 
@@ -50,12 +52,20 @@ class Pair:
     sharp: np.ndarray
 
 
+def npy_bytes(array: np.ndarray) -> bytes:
+    """Raw .npy, not PNG: decoding two PNGs per sample cost the tar reader 2.5x its throughput
+    (benchmarks/loader.py); .npy loads without pickle (allow_pickle stays False)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def sample_key(image_id: str, domain: str, patch: int) -> str:
     """No dots: WebDataset takes everything after the first dot as the extension."""
     return f"{image_id}_{domain}_{patch:03d}"
 
 
-def _windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
+def crop_windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
     """Crop windows (top, left, size_y, size_x): random train patches or one centred crop."""
     shards = params.shards
     if split == "train":
@@ -78,7 +88,7 @@ def pairs_for_image(task: tuple[str, str, str, str, Params]) -> list[Pair]:
     for domain in params.degrade.domains:
         rng = item_rng(params.degrade.seed, image_id, domain, level)
         blurred_full, drawn = degrade(sharp_full, domain, params.degrade.level(domain, level), rng)
-        for patch, (top, left, size_y, size_x) in enumerate(_windows(height, width, split, params, rng)):
+        for patch, (top, left, size_y, size_x) in enumerate(crop_windows(height, width, split, params, rng)):
             window = np.s_[top:top + size_y, left:left + size_x]
             key = sample_key(image_id, domain, patch)
             meta = {"key": key, "image_id": image_id, "domain": domain, "level": level,
@@ -112,8 +122,8 @@ class _LevelWriter:
             self.txn, self.pending = self.env.begin(write=True), 0
         tar = self.tars[pair.meta["split"]]
         tar.write({"__key__": pair.key,
-                   "blurred.png": png_bytes(pair.blurred),
-                   "sharp.png": png_bytes(pair.sharp),
+                   "blurred.npy": npy_bytes(pair.blurred),
+                   "sharp.npy": npy_bytes(pair.sharp),
                    "json": json.dumps(pair.meta, sort_keys=True).encode()})
         height, width, channels = pair.sharp.shape
         self.rows.append({**{k: pair.meta[k] for k in ("key", "split", "image_id", "domain",
