@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
-from tqdm import tqdm
 
 from linefuse.params import ChartParams
+from linefuse.stage import ordered_map
 
 SUPERSAMPLE = 4  # draw at 4x and box-filter down: anti-aliasing without a plotting library
 MARGIN = 0.02  # data range padding on every side, as a fraction of the range
@@ -155,15 +154,7 @@ def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
 
 def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
     """Write chart_{i:05d}.png/.csv for every index into out_dir; returns how many were written."""
-    out_dir = Path(out_dir)
-    job = partial(_write_chart, cfg, out_dir)
-    indices = range(cfg.count)
-    bar = partial(tqdm, total=cfg.count, desc="generate", unit="chart")
-    if workers > 1 and cfg.count > 1:
-        with Pool(workers) as pool:
-            for _ in bar(pool.imap(job, indices, chunksize=max(1, cfg.count // (workers * 8)))):
-                pass
-    else:
-        for index in bar(indices):
-            job(index)
+    job = partial(_write_chart, cfg, Path(out_dir))
+    for _ in ordered_map(job, list(range(cfg.count)), workers, desc="generate", unit="chart"):
+        pass
     return cfg.count

@@ -8,7 +8,7 @@ it accepts; the CLI prints that line instead of a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -195,10 +195,200 @@ class ShardParams(Strict):
     samples_per_shard: Annotated[int, Field(ge=1)] = 512
 
 
+# --- model, embeddings, training -------------------------------------------------------------
+
+
+class ModelParams(Strict):
+    """The diffusion formulation; `unet`, `vae` and `text_encoder` are `tiny`/null or local folders."""
+
+    unet: str = "tiny"
+    vae: str | None = None
+    text_encoder: str | None = None
+    target: Literal["residual", "image"] = "residual"
+    prediction_type: Literal["sample", "epsilon", "v_prediction"] = "sample"
+    train_timesteps: Annotated[int, Field(ge=1, le=10000)] = 1000
+    beta_schedule: Literal["linear", "scaled_linear", "squaredcos_cap_v2"] = "squaredcos_cap_v2"
+    quantize_base: Literal["qfloat8"] | None = None
+
+    @field_validator("unet")
+    @classmethod
+    def _unet_folder(cls, unet: str) -> str:
+        if unet != "tiny":
+            _existing_folder(unet, "config.json", "a local diffusers UNet2DConditionModel folder or tiny")
+        return unet
+
+    @field_validator("vae")
+    @classmethod
+    def _vae_folder(cls, vae: str | None) -> str | None:
+        if vae is not None:
+            _existing_folder(vae, "config.json", "a local diffusers AutoencoderKL folder or null")
+        return vae
+
+    @field_validator("text_encoder")
+    @classmethod
+    def _text_encoder_folder(cls, folder: str | None) -> str | None:
+        if folder is not None:
+            _existing_folder(folder, "text_encoder", "a local folder holding text_encoder/ and "
+                             "tokenizer/ (a Stable Diffusion layout) or null")
+        return folder
+
+
+def _existing_folder(path: str, must_hold: str, accepts: str) -> None:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ValueError(f"{path} is not a folder; accepts {accepts}")
+    if not (folder / must_hold).exists():
+        raise ValueError(f"{path} holds no {must_hold}; accepts {accepts}")
+
+
+class EmbedParams(Strict):
+    dtype: Literal["float32", "float16", "bfloat16"] = "float16"
+    batch_size: Annotated[int, Field(ge=1)] = 64
+    splits: list[Literal["train", "val", "test"]] = ["train", "val"]
+
+
+class LossWeights(Strict):
+    mse: Annotated[float, Field(ge=0.0)] = 1.0
+    l1: Annotated[float, Field(ge=0.0)] = 0.0
+    charbonnier: Annotated[float, Field(ge=0.0)] = 0.0
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> LossWeights:
+        if self.mse + self.l1 + self.charbonnier <= 0:
+            raise ValueError("needs a positive weight on at least one of mse, l1, charbonnier")
+        return self
+
+
+class LoaderParams(Strict):
+    """How training reads its data; none of these change what a step sees, only how fast."""
+
+    reader: Literal["embeddings", "lmdb", "webdataset"] = "embeddings"
+    workers: Literal["auto"] | Annotated[int, Field(ge=0)] = 0
+    prefetch_factor: Annotated[int, Field(ge=1)] = 2
+    persistent_workers: bool = False
+    pin_memory: Literal["auto"] | bool = "auto"
+    cache_gb: Annotated[float, Field(ge=0.0)] = 0.0
+    shuffle_buffer: Annotated[int, Field(ge=0)] = 256
+
+
+class OptimParams(Strict):
+    """Shared by pretrain and every train@LEVEL."""
+
+    seed: int = 0
+    batch_size: Annotated[int, Field(ge=1)] = 16
+    grad_accum: Annotated[int, Field(ge=1)] = 1
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    optimizer: Literal["adamw", "adamw8bit"] = "adamw"
+    weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
+    clip_grad_norm: Annotated[float, Field(gt=0.0)] | None = 1.0
+    warmup_steps: Annotated[int, Field(ge=0)] = 10
+    loss: LossWeights = LossWeights()
+    gradient_checkpointing: bool = False
+    compile: bool = False
+    checkpoint_every: Annotated[int, Field(ge=1)] = 50
+    keep_checkpoints: Annotated[int, Field(ge=1)] = 2
+    log_every: Annotated[int, Field(ge=1)] = 10
+    memory_warn_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
+
+
+class PretrainParams(Strict):
+    steps: Annotated[int, Field(ge=1)] = 300
+    lr: Annotated[float, Field(gt=0.0, le=1.0)] = 1e-3
+
+
+class LoraParams(Strict):
+    rank: Annotated[int, Field(ge=1, le=1024)] = 8
+    alpha: Annotated[float, Field(gt=0.0)] = 8.0
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    target_modules: list[str] = ["to_q", "to_k", "to_v", "to_out.0", "conv1", "conv2"]
+    blocks: list[str] = []
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_targets(cls, targets: list[str]) -> list[str]:
+        if not targets:
+            raise ValueError("needs at least one module name, e.g. to_q, to_k, to_v, conv1")
+        return targets
+
+
+class UnfreezeParams(Strict):
+    """Hybrid training: from `level` on, these backbone blocks train fully beside LoRA."""
+
+    level: str | None = None
+    blocks: list[str] = []
+
+
+class CurriculumLevel(Strict):
+    init: str
+    steps: Annotated[int, Field(ge=1)]
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+BASE_DIR = "models/base"
+LORA_DIR = "models/lora"
+
+
+class TrainParams(Strict):
+    lora: LoraParams = LoraParams()
+    unfreeze: UnfreezeParams = UnfreezeParams()
+    curriculum: dict[str, CurriculumLevel]
+
+    @model_validator(mode="after")
+    def _curriculum_is_a_chain(self) -> TrainParams:
+        order = self.order()  # raises on unknown predecessors and cycles
+        if self.unfreeze.level is not None and self.unfreeze.level not in order:
+            raise _KeyedError("train.unfreeze.level", f"{self.unfreeze.level!r} is not a "
+                              f"curriculum level; accepts null or one of {', '.join(order)}")
+        return self
+
+    def predecessor(self, level: str) -> str | None:
+        """The level whose adapter `level` starts from, or None when it starts from the base."""
+        init = self.curriculum[level].init
+        if init == BASE_DIR:
+            return None
+        before = init.removeprefix(LORA_DIR + "/")
+        if not init.startswith(LORA_DIR + "/") or before not in self.curriculum:
+            raise _KeyedError(f"train.curriculum.{level}.init",
+                              f"{init!r} names no curriculum level; accepts {BASE_DIR} or "
+                              f"{LORA_DIR}/LEVEL for one of {', '.join(self.curriculum)}")
+        return before
+
+    def order(self) -> list[str]:
+        """Levels from the one that starts at the base to the last, following `init`."""
+        if not self.curriculum:
+            raise _KeyedError("train.curriculum", "is empty; give at least one level")
+        roots = [level for level in self.curriculum if self.predecessor(level) is None]
+        if len(roots) != 1:
+            raise _KeyedError("train.curriculum", f"exactly one level must start from {BASE_DIR}; "
+                              f"found {len(roots)}" + (" (the levels form a cycle)" if not roots else ""))
+        order, followers = [roots[0]], {self.predecessor(lv): lv for lv in self.curriculum}
+        while order[-1] in followers and len(order) <= len(self.curriculum):
+            order.append(followers[order[-1]])
+        if len(order) != len(self.curriculum) or len(followers) != len(self.curriculum):
+            stray = next(lv for lv in self.curriculum if lv not in order)
+            raise _KeyedError(f"train.curriculum.{stray}.init", "makes a cycle or a branch; each "
+                              "level must start from the one before it, in one chain from the base")
+        return order
+
+
 class Params(Strict):
     data: DataParams = DataParams()
     degrade: DegradeParams
     shards: ShardParams = ShardParams()
+    model: ModelParams = ModelParams()
+    embed: EmbedParams = EmbedParams()
+    loader: LoaderParams = LoaderParams()
+    optim: OptimParams = OptimParams()
+    pretrain: PretrainParams = PretrainParams()
+    train: TrainParams
+
+    @model_validator(mode="after")
+    def _curriculum_levels_are_shard_levels(self) -> Params:
+        for level in self.train.curriculum:
+            if level not in self.degrade.levels:
+                raise _KeyedError(f"train.curriculum.{level}", f"is not in degrade.levels "
+                                  f"({', '.join(self.degrade.levels)})")
+        return self
 
     @model_validator(mode="after")
     def _crop_fits_generated_charts(self) -> Params:
