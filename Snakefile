@@ -4,6 +4,7 @@ configfile: "params.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:
@@ -11,3 +12,4 @@ rule all:
         "metrics/index.json",
         expand("data/shards/{level}", level=LEVELS),
         expand("metrics/shard/{level}.json", level=LEVELS),
+        expand("models/lora/{level}", level=CURRICULUM),

@@ -18,6 +18,7 @@ from .stage import UserError, atomic_dir, default_workers, stage, write_json
 GENERATED_DIR = Path("data/source")
 INDEX_DIR = Path("data/index")
 SHARDS_DIR = Path("data/shards")
+EMBEDDINGS_DIR = Path("data/embeddings")
 METRICS_DIR = Path("metrics")
 DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM}
 
@@ -54,10 +55,7 @@ def run_index(params: Params, args: argparse.Namespace) -> None:
 def run_shard(params: Params, args: argparse.Namespace) -> None:
     from .shards import build_level
 
-    level = args.level
-    if level not in params.degrade.levels:
-        raise UserError(f"--level {level}: not in degrade.levels "
-                        f"({', '.join(params.degrade.levels)})")
+    level = _known_level(params, args.level)
     index_path = INDEX_DIR / "images.parquet"
     if not index_path.is_file():
         raise UserError(f"{index_path} is missing; run `linefuse index` first")
@@ -69,27 +67,90 @@ def run_shard(params: Params, args: argparse.Namespace) -> None:
         written += [out, METRICS_DIR / "shard" / f"{level}.json"]
 
 
+def run_embed(params: Params, args: argparse.Namespace) -> None:
+    from .embed import embed_level
+
+    level = _known_level(params, args.level)
+    shards = SHARDS_DIR / level
+    if not (shards / "manifest.parquet").is_file():
+        raise UserError(f"{shards} is missing; run `linefuse shard --level {level}` first")
+    out = EMBEDDINGS_DIR / level
+    with stage(f"embed@{level}") as written:
+        with atomic_dir(out) as tmp:
+            metrics = embed_level(params, level, shards, INDEX_DIR / "images.parquet", tmp,
+                                  device=_device())
+        write_json(METRICS_DIR / "embed" / f"{level}.json", metrics)
+        written += [out, METRICS_DIR / "embed" / f"{level}.json"]
+
+
+def run_pretrain(params: Params, args: argparse.Namespace) -> None:
+    from .train import pretrain_job, pretrain_or_copy
+
+    job = pretrain_job(params)
+    with stage("pretrain") as written:
+        pretrain_or_copy(params)
+        written += [job.out_dir, job.metrics_path]
+
+
+def run_train(params: Params, args: argparse.Namespace) -> None:
+    from .train import run, train_job
+
+    level = args.level
+    if level not in params.train.curriculum:
+        raise UserError(f"--level {level}: not in train.curriculum "
+                        f"({', '.join(params.train.order())})")
+    job = train_job(params, level)
+    for needed in [Path("models/base")] + ([job.init_adapter] if job.init_adapter else []):
+        if not needed.is_dir():
+            raise UserError(f"{needed} is missing; run the stage that writes it first "
+                            f"(dvc repro, or snakemake {needed})")
+    with stage(job.name) as written:
+        run(params, job)
+        written += [job.out_dir, job.metrics_path]
+
+
+def _known_level(params: Params, level: str) -> str:
+    if level not in params.degrade.levels:
+        raise UserError(f"--level {level}: not in degrade.levels "
+                        f"({', '.join(params.degrade.levels)})")
+    return level
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="linefuse", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
 
-    def add(name: str, handler, help: str) -> argparse.ArgumentParser:
+    def add(name: str, handler, help: str, workers: bool = False) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help)
-        sub.add_argument("--workers", type=int, default=default_workers(),
-                         help="processes to use; never changes the output (default: all cores)")
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, workers=1)
+        if workers:
+            sub.add_argument("--workers", type=int, default=default_workers(),
+                             help="processes to use; never changes the output (default: all cores)")
         return sub
 
-    add("generate", run_generate, "render the synthetic spectrum charts (the default data)")
-    add("index", run_index, "index data.source_dir into data/index/*.parquet")
-    add("shard", run_shard, "blur one level into LMDB + WebDataset shards").add_argument(
+    add("generate", run_generate, "render the synthetic spectrum charts (the default data)",
+        workers=True)
+    add("index", run_index, "index data.source_dir into data/index/*.parquet", workers=True)
+    add("shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True).add_argument(
         "--level", required=True, help="a name from degrade.levels")
+    add("embed", run_embed, "cache one level's pixels or VAE latents and prompt embeddings"
+        ).add_argument("--level", required=True, help="a name from degrade.levels")
+    add("pretrain", run_pretrain, "train the tiny base UNet on every level (or widen a pretrained one)")
+    add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
+        "--level", required=True, help="a name from train.curriculum")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("linefuse").setLevel(logging.INFO)
     args = build_parser().parse_args(argv)
     if args.workers < 1:
         print("linefuse: error: --workers must be at least 1", file=sys.stderr)

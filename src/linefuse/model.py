@@ -1,9 +1,23 @@
-"""Build or load the conditional UNet, widen its input for the condition, and inject LoRA."""
+"""Build or load the conditional UNet, widen its input for the condition, and inject LoRA.
+
+The UNet follows InstructPix2Pix: its input is the noisy target and the condition (the blurred
+image or its VAE latent) concatenated on the channel axis, C channels each, so it has 2C inputs
+and C outputs. Prompt embeddings reach it through cross-attention.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import peft
+import torch
+from diffusers import UNet2DConditionModel
+from torch import Tensor, nn
+
+from linefuse.params import LoraParams
+from linefuse.stage import UserError
 
 TINY_CONFIG = Path(__file__).parent / "configs" / "tiny_unet.json"
 
@@ -12,3 +26,155 @@ def unet_config(spec: str) -> dict:
     """The UNet's diffusers config: the repo's tiny one, or `config.json` of a local folder."""
     path = TINY_CONFIG if spec == "tiny" else Path(spec) / "config.json"
     return json.loads(path.read_text())
+
+
+def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
+    """The conditional UNet for `channels`-channel images or latents (2*channels in, channels out).
+
+    `tiny` is built from the repo config with a fixed seed, so every run starts from the same
+    weights, and with conv_out zeroed, so the untrained model predicts 0 (with the residual target
+    that returns the blurred input). Any other spec is a local diffusers UNet folder; a plain one
+    (`channels` inputs) is widened for the condition without changing what it computes.
+    """
+    if spec == "tiny":
+        config = {**unet_config(spec), "in_channels": 2 * channels, "out_channels": channels}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            unet = UNet2DConditionModel.from_config(config)
+        nn.init.zeros_(unet.conv_out.weight)
+        nn.init.zeros_(unet.conv_out.bias)
+        return unet
+    unet = UNet2DConditionModel.from_pretrained(spec)
+    in_channels, out_channels = unet.config.in_channels, unet.config.out_channels
+    if out_channels != channels:
+        raise UserError(f"model.unet: {spec} has {out_channels} output channels; the data has "
+                         f"{channels} (pixel or VAE latent channels), so it needs {channels}")
+    if in_channels == channels:
+        return widen_conv_in(unet, 2 * channels)
+    if in_channels != 2 * channels:
+        raise UserError(f"model.unet: {spec} has {in_channels} input channels; accepts {channels} "
+                         f"(widened for the condition) or {2 * channels} (already conditional)")
+    return unet
+
+
+def widen_conv_in(unet: UNet2DConditionModel, in_channels: int) -> UNet2DConditionModel:
+    """Give conv_in `in_channels` inputs: old weights on the first channels, zeros on the new ones.
+
+    The widened model ignores the new (condition) channels until training moves those weights,
+    so it starts from exactly what the pretrained model computed.
+    """
+    old = unet.conv_in
+    new = nn.Conv2d(in_channels, old.out_channels, old.kernel_size, old.stride, old.padding,
+                    device=old.weight.device, dtype=old.weight.dtype)
+    with torch.no_grad():
+        new.weight.zero_()
+        new.weight[:, : old.in_channels].copy_(old.weight)
+        new.bias.copy_(old.bias)
+    unet.conv_in = new
+    unet.register_to_config(in_channels=in_channels)
+    return unet
+
+
+def lora_config(lora: LoraParams, modules_to_save: list[str] | None = None) -> peft.LoraConfig:
+    """The peft config for train.lora; B starts at zero, so adding the adapter changes nothing.
+
+    With no `blocks`, `target_modules` are peft name suffixes. With blocks, they become one regex
+    (peft full-matches a string) that only accepts those suffixes under the named blocks.
+    `modules_to_save` are backbone blocks trained fully and saved inside the adapter (hybrid).
+    """
+    targets: list[str] | str = list(lora.target_modules)
+    if lora.blocks:
+        blocks = "|".join(re.escape(block) for block in lora.blocks)
+        names = "|".join(re.escape(name) for name in lora.target_modules)
+        targets = rf"^(?:{blocks})\.(?:.*\.)?(?:{names})$"
+    return peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                           target_modules=targets, init_lora_weights=True,
+                           modules_to_save=modules_to_save)
+
+
+def add_lora(unet: UNet2DConditionModel, lora: LoraParams,
+             unfreeze_blocks: list[str] = ()) -> peft.PeftModel:
+    """Wrap the UNet with a fresh LoRA adapter; only LoRA and `unfreeze_blocks` stay trainable."""
+    _require_blocks(unet, lora.blocks, "train.lora.blocks")
+    _require_blocks(unet, unfreeze_blocks, "train.unfreeze.blocks")
+    config = lora_config(lora, list(unfreeze_blocks) or None)
+    try:
+        return peft.get_peft_model(unet, config)
+    except peft.NoMatchingPeftModuleError:
+        where = f"under {list(lora.blocks)}" if lora.blocks else "anywhere"
+        outside = ""
+        if unfreeze_blocks:
+            outside = f" outside train.unfreeze.blocks {list(unfreeze_blocks)}"
+        raise UserError(f"train.lora.target_modules / train.lora.blocks: no module of the UNet "
+                         f"matches {list(lora.target_modules)} {where}{outside}") from None
+
+
+def _require_blocks(unet: nn.Module, blocks, key: str) -> None:
+    """A misspelt block would silently drop out of peft's matching; name it instead."""
+    names = dict(unet.named_modules())
+    for block in blocks:
+        if block not in names:
+            raise UserError(f"{key}: the UNet has no module {block!r}; accepts names like "
+                             f"mid_block, down_blocks.0, up_blocks.2")
+
+
+def load_adapter(unet: UNet2DConditionModel, adapter_dir: str | Path,
+                 trainable: bool) -> peft.PeftModel:
+    """Attach an adapter saved by PeftModel.save_pretrained; trainable to keep training it."""
+    return peft.PeftModel.from_pretrained(unet, str(adapter_dir), is_trainable=trainable)
+
+
+def count_parameters(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts, for logs and metrics."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def predict(unet: nn.Module, noisy: Tensor, condition: Tensor, timesteps: Tensor,
+            prompt_embeds: Tensor) -> Tensor:
+    """The UNet's prediction for `noisy` given the condition; a bare UNet or a PeftModel."""
+    return unet(torch.cat([noisy, condition], dim=1), timesteps,
+                encoder_hidden_states=prompt_embeds).sample
+
+
+def save_base(unet: UNet2DConditionModel, folder: Path) -> None:
+    """Write the base model (models/base) as a standard diffusers folder, safetensors only."""
+    unet.save_pretrained(folder, safe_serialization=True)
+
+
+def load_base(folder: Path) -> UNet2DConditionModel:
+    """Read back a folder written by save_base (or any local diffusers UNet folder)."""
+    return UNet2DConditionModel.from_pretrained(str(folder))
+
+
+def save_adapter(model: peft.PeftModel, folder: Path) -> None:
+    """PeftModel.save_pretrained, with adapter_config.json made byte-stable.
+
+    peft writes target_modules from a set, in an order that changes with each process's hash
+    seed; sorted, the same training gives the same file and DVC's cache hits.
+    """
+    model.save_pretrained(folder)
+    config_path = Path(folder) / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def quantize_frozen(unet: nn.Module, scheme: str | None) -> None:
+    """model.quantize_base: quantise the frozen base weights in place to save memory.
+
+    Call it after add_lora/load_adapter: modules holding trainable parameters (LoRA, unfrozen
+    blocks) stay in full precision so their gradients are exact.
+    """
+    if scheme is None:
+        return
+    try:
+        from optimum import quanto
+    except ImportError:
+        raise UserError(f"model.quantize_base: {scheme} needs optimum-quanto; pip install "
+                          "optimum-quanto, or set it to null") from None
+    trainable = [name for name, module in unet.named_modules()
+                 if any(p.requires_grad for p in module.parameters(recurse=False))]
+    quanto.quantize(unet, weights=getattr(quanto, scheme), exclude=trainable or None)
+    quanto.freeze(unet)

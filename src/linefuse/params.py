@@ -300,7 +300,7 @@ class LoraParams(Strict):
     rank: Annotated[int, Field(ge=1, le=1024)] = 8
     alpha: Annotated[float, Field(gt=0.0)] = 8.0
     dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-    target_modules: list[str] = ["to_q", "to_k", "to_v", "to_out.0", "conv1", "conv2"]
+    target_modules: list[str] = ["to_q", "to_k", "to_v", "to_out.0", "conv1"]
     blocks: list[str] = []
 
     @field_validator("target_modules")

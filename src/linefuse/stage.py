@@ -23,8 +23,9 @@ from tqdm import tqdm
 log = logging.getLogger("linefuse")
 
 
-class UserError(Exception):
-    """A problem the user can fix (bad input path, unwritable output): printed as one line."""
+class UserError(ValueError):
+    """A problem the user can fix (bad input, a model folder that does not fit, unwritable
+    output): the CLI prints it as one line instead of a traceback."""
 
 
 def default_workers() -> int:
@@ -118,11 +119,15 @@ def _human(size: float) -> str:
 
 @contextmanager
 def stage(name: str) -> Iterator[list[Path]]:
-    """Times a stage; the caller appends what it wrote, and one line reports it at the end."""
+    """Times a stage; the caller appends what it wrote, and one line reports it at the end.
+
+    Under a multi-process launch only rank 0 reports, as only rank 0 writes.
+    """
+    report = log.info if os.environ.get("RANK", "0") == "0" else log.debug
     started = time.perf_counter()
     written: list[Path] = []
-    log.info("%s: started", name)
+    report("%s: started", name)
     yield written
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{p} ({_human(size_of(p))})" for p in written)
-    log.info("%s: wrote %s in %.1fs", name, parts or "nothing", elapsed)
+    report("%s: wrote %s in %.1fs", name, parts or "nothing", elapsed)

@@ -5,10 +5,17 @@ from functools import reduce
 
 LEVELS = config["degrade"]["levels"]
 DOMAIN_PARAMS = ["gaussian", "motion", "scan", "compression", "lowres"]
+CURRICULUM = list(config["train"]["curriculum"])
+TRAIN_CODE = [
+    "src/linefuse/train.py",
+    "src/linefuse/model.py",
+    "src/linefuse/diffusion.py",
+    "src/linefuse/trainset.py",
+]
 
 
 wildcard_constraints:
-    level="|".join(LEVELS),
+    level="|".join(sorted(set(LEVELS) | set(CURRICULUM))),
 
 
 def tracked(*keys):

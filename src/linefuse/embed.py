@@ -1,0 +1,327 @@
+"""embed@LEVEL: precompute what the frozen parts of the model would recompute every step.
+
+One embeddings directory holds, for each embedded split that has samples,
+  {split}.safetensors   'blurred', 'sharp' (N, C, h, w) in embed.dtype; 'prompt' (N,) int64
+and, once,
+  prompts.safetensors   'embeddings' (P, seq, dim) float32: the prompt table
+  manifest.json         mode, dtype, channels, scaling_factor, vae, text_encoder, prompts, splits
+
+Pixel mode (model.vae null) stores the pairs normalised to [-1, 1]; latent mode stores the
+AutoencoderKL posterior mean times its scaling factor (the mean, so the output is deterministic).
+Prompts come from the index's `prompt` column: the table holds every distinct prompt of the index,
+sorted, so it is the same for every level; without a text encoder every sample points at one
+fixed null embedding of zeros. Rows follow LmdbPairs' key order, and the files are a pure
+function of (shards, index, params), so two runs write byte-identical files.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .model import unet_config
+from .params import Params
+from .readers import LmdbPairs
+from .stage import UserError
+
+log = logging.getLogger("linefuse")
+
+MANIFEST = "manifest.json"
+PROMPTS = "prompts.safetensors"
+NULL_PROMPT = ""
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# transformers' stand-in when a tokenizer folder sets no model_max_length
+_UNSET_MAX_LENGTH = 1_000_000
+
+
+def split_file(split: str) -> str:
+    return f"{split}.safetensors"
+
+
+# --- transforms shared with training's encode-every-step path --------------------------------
+
+
+def normalise(pixels_uint8_bhwc: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [-1, 1]: x / 127.5 - 1."""
+    return pixels_uint8_bhwc.permute(0, 3, 1, 2).to(torch.float32) / 127.5 - 1.0
+
+
+def load_vae(path: str):
+    """A local diffusers AutoencoderKL folder, frozen and in eval mode (never a hub id)."""
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_pretrained(path, local_files_only=True)
+    vae.eval()
+    vae.requires_grad_(False)
+    return vae
+
+
+def _shift_factor(vae) -> float:
+    shift = getattr(vae.config, "shift_factor", None)
+    return float(shift) if shift is not None else 0.0
+
+
+def encode_pixels(vae, pixels_uint8_bhwc: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, 3) -> float32 (B, C, h, w): the VAE's posterior mean, scaled.
+
+    (mean - shift_factor) * scaling_factor; shift_factor is unset (0) for SD 1.x/2.x/XL VAEs and
+    set for SD3/Flux ones. The result stays on the VAE's device.
+    """
+    parameter = next(vae.parameters())
+    x = normalise(pixels_uint8_bhwc).to(device=parameter.device, dtype=parameter.dtype)
+    with torch.no_grad():
+        mean = vae.encode(x).latent_dist.mean
+    return ((mean.to(torch.float32) - _shift_factor(vae)) * float(vae.config.scaling_factor))
+
+
+# --- prompts -----------------------------------------------------------------------------------
+
+
+def _prompts_by_image(index_path: Path) -> dict[str, str]:
+    """{image id: prompt} from the index's `prompt` column (a null prompt counts as empty)."""
+    import polars as pl
+
+    index = pl.read_parquet(index_path, columns=["id", "prompt"])
+    return {i: p or NULL_PROMPT for i, p in zip(index["id"].to_list(), index["prompt"].to_list())}
+
+
+def _prompt_of_samples(prompts: dict[str, str], image_ids: list[str], index_path: Path) -> list[str]:
+    missing = sorted({i for i in image_ids if i not in prompts})
+    if missing:
+        raise UserError(f"{index_path} has no row for image {missing[0]} (and {len(missing) - 1} "
+                        "more) found in the shards; rerun index and shard")
+    return [prompts[i] for i in image_ids]
+
+
+def _release(module, device: str) -> None:
+    """Frees a frozen encoder once its outputs are stored (the caller drops its own name)."""
+    if torch.device(device).type != "cpu":
+        module.to("cpu")
+    del module
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def encode_prompts(folder: str, prompts: list[str], batch_size: int, device: str,
+                   cross_attention_dim: int | None = None) -> torch.Tensor:
+    """Each prompt once through a Stable-Diffusion-layout CLIP text encoder -> float32 (P, seq, dim)."""
+    from transformers import CLIPTextModel, CLIPTokenizer
+
+    root = Path(folder)
+    tokenizer = CLIPTokenizer.from_pretrained(root / "tokenizer", local_files_only=True)
+    encoder = CLIPTextModel.from_pretrained(root / "text_encoder", local_files_only=True)
+    encoder.eval()
+    encoder.requires_grad_(False)
+    encoder.to(device)
+    hidden = encoder.config.hidden_size
+    if cross_attention_dim is not None and hidden != cross_attention_dim:
+        raise UserError(f"model.text_encoder {folder} gives {hidden}-wide embeddings but the UNet's "
+                        f"cross_attention_dim is {cross_attention_dim}; use a matching pair")
+    max_length = tokenizer.model_max_length
+    if not max_length or max_length >= _UNSET_MAX_LENGTH:
+        max_length = encoder.config.max_position_embeddings
+    use_mask = bool(getattr(encoder.config, "use_attention_mask", False))  # as diffusers' SD does
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, len(prompts), batch_size):
+            tokens = tokenizer(prompts[start:start + batch_size], padding="max_length",
+                               max_length=max_length, truncation=True, return_tensors="pt")
+            mask = tokens.attention_mask.to(device) if use_mask else None
+            out = encoder(tokens.input_ids.to(device), attention_mask=mask)
+            chunks.append(out.last_hidden_state.to("cpu", torch.float32))
+    _release(encoder, device)
+    del encoder, tokenizer
+    return torch.cat(chunks).contiguous()
+
+
+# --- the stage ---------------------------------------------------------------------------------
+
+
+def _uniform_shape(pairs: LmdbPairs) -> tuple[int, int, int] | None:
+    """(H, W, 3) shared by every sample of the split, or None when they differ."""
+    shapes = {shape[1:] for shape in pairs.shapes}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def _batches(pairs: LmdbPairs, batch_size: int):
+    for start in range(0, len(pairs), batch_size):
+        rows = [pairs[i] for i in range(start, min(start + batch_size, len(pairs)))]
+        blurred = torch.from_numpy(np.stack([row[0] for row in rows]))
+        sharp = torch.from_numpy(np.stack([row[1] for row in rows]))
+        yield start, blurred, sharp
+
+
+def _save(tensors: dict[str, torch.Tensor], path: Path) -> int:
+    from safetensors.torch import save_file
+
+    save_file({name: tensors[name].contiguous() for name in sorted(tensors)}, str(path))
+    return path.stat().st_size
+
+
+def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, out_dir: Path,
+                device: str = "cpu") -> dict:
+    """Writes into out_dir (exists, empty; the caller renames it atomically): for each split in
+    params.embed.splits that has samples: {split}.safetensors with tensors 'blurred' (N,C,h,w),
+    'sharp' (N,C,h,w) in the embed dtype and 'prompt' (N,) int64; prompts.safetensors with
+    'embeddings' (P, seq, dim) float32; manifest.json {mode: 'pixel'|'latent', dtype, channels,
+    scaling_factor (1.0 in pixel mode), vae, text_encoder, prompts: [the P prompt strings],
+    splits: {split: {count, shape: [C,h,w], keys: [sample keys in row order]}}}. Samples in key
+    order (LmdbPairs order). A split whose samples differ in shape (val/test with shards.eval_crop
+    null) is skipped with a warning and left out of the manifest. Returns a small metrics dict."""
+    shards_dir, index_path, out_dir = Path(shards_dir), Path(index_path), Path(out_dir)
+    model, embed = params.model, params.embed
+    dtype = DTYPES[embed.dtype]
+    mode = "latent" if model.vae else "pixel"
+
+    # Which splits to embed: those with samples of one shape.
+    splits: dict[str, LmdbPairs] = {}
+    skipped: list[str] = []
+    for split in dict.fromkeys(embed.splits):
+        pairs = LmdbPairs(shards_dir, split)
+        if len(pairs) == 0:
+            log.info("embed@%s: no %s samples; %s left out", level, split, split_file(split))
+            continue
+        if _uniform_shape(pairs) is None:
+            sizes = sorted({f"{w}x{h}" for _, h, w, _ in pairs.shapes})
+            log.warning("embed@%s: %s samples differ in size (%s); split skipped (set "
+                        "shards.eval_crop to embed it)", level, split, ", ".join(sizes[:4])
+                        + (", ..." if len(sizes) > 4 else ""))
+            skipped.append(split)
+            continue
+        splits[split] = pairs
+
+    # The prompt table and each sample's row in it.
+    encode_seconds = 0.0
+    cross_attention_dim = int(unet_config(model.unet)["cross_attention_dim"])
+    if model.text_encoder:
+        by_image = _prompts_by_image(index_path)
+        per_split = {split: _prompt_of_samples(by_image, [m["image_id"] for m in pairs.metas],
+                                               index_path)
+                     for split, pairs in splits.items()}
+        # every distinct prompt of the index, so all levels share one table (training reads the
+        # first level's) whichever images each level or split holds
+        table = sorted(set(by_image.values())) or [NULL_PROMPT]
+        started = time.perf_counter()
+        embeddings = encode_prompts(model.text_encoder, table, embed.batch_size, device,
+                                    cross_attention_dim)
+        encode_seconds += time.perf_counter() - started
+        row_of = {prompt: row for row, prompt in enumerate(table)}
+        prompt_rows = {split: torch.tensor([row_of[p] for p in prompts], dtype=torch.int64)
+                       for split, prompts in per_split.items()}
+    else:
+        table = [NULL_PROMPT]
+        embeddings = torch.zeros(1, 1, cross_attention_dim, dtype=torch.float32)
+        prompt_rows = {split: torch.zeros(len(pairs), dtype=torch.int64)
+                       for split, pairs in splits.items()}
+
+    vae = load_vae(model.vae).to(device) if mode == "latent" else None
+    scaling_factor = float(vae.config.scaling_factor) if vae is not None else 1.0
+    channels = int(vae.config.latent_channels) if vae is not None else 3
+
+    def transform(batch: torch.Tensor) -> torch.Tensor:
+        return normalise(batch) if vae is None else encode_pixels(vae, batch)
+
+    written = 0
+    splits_manifest: dict[str, dict] = {}
+    bar = tqdm(total=sum(len(p) for p in splits.values()), desc=f"embed@{level}", unit="sample",
+               disable=None)
+    with bar:
+        for split, pairs in splits.items():
+            out: dict[str, torch.Tensor] = {}
+            try:
+                for start, blurred, sharp in _batches(pairs, embed.batch_size):
+                    started = time.perf_counter()
+                    for name, batch in (("blurred", blurred), ("sharp", sharp)):
+                        encoded = transform(batch).to("cpu", dtype)
+                        if name not in out:  # allocated once the first batch gives (C, h, w)
+                            out[name] = torch.empty((len(pairs), *encoded.shape[1:]), dtype=dtype)
+                        out[name][start:start + len(encoded)] = encoded
+                    encode_seconds += time.perf_counter() - started
+                    bar.update(len(blurred))
+            finally:
+                pairs.close()  # py-lmdb allows one open handle per env and process
+            out["prompt"] = prompt_rows[split]
+            written += _save(out, out_dir / split_file(split))
+            shape = list(out["sharp"].shape[1:])
+            splits_manifest[split] = {"count": len(pairs), "shape": shape,
+                                      "keys": [key.decode() for key in pairs.keys]}
+    if vae is not None:
+        shift = _shift_factor(vae)
+        _release(vae, device)
+        del vae
+    else:
+        shift = 0.0
+
+    written += _save({"embeddings": embeddings}, out_dir / PROMPTS)
+    manifest = {"mode": mode, "dtype": embed.dtype, "channels": channels,
+                "scaling_factor": scaling_factor, "vae": model.vae,
+                "text_encoder": model.text_encoder, "prompts": table, "splits": splits_manifest}
+    if shift:
+        manifest["shift_factor"] = shift  # only for VAEs that set one (SD3/Flux)
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    (out_dir / MANIFEST).write_text(text)
+    written += len(text.encode())
+
+    return {"mode": mode, "dtype": embed.dtype,
+            "samples": {split: m["count"] for split, m in splits_manifest.items()},
+            "skipped": skipped, "prompts": len(table),
+            "encode_seconds": round(encode_seconds, 3), "bytes": written}
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+class EmbeddedPairs:
+    """Map-style dataset over one split of an embeddings dir.
+
+    __getitem__(i) -> (blurred float32 CHW, sharp float32 CHW, prompt_index int). The split's
+    safetensors file is loaded once, lazily on first access, so the dataset pickles cheaply into
+    DataLoader workers (each loads its own copy).
+    """
+
+    def __init__(self, embed_dir: str | Path, split: str):
+        self.root = Path(embed_dir)
+        self.split = split
+        self.manifest = json.loads((self.root / MANIFEST).read_text())
+        if split not in self.manifest["splits"]:
+            raise UserError(f"{self.root} holds no {split} split (it has "
+                            f"{', '.join(self.manifest['splits']) or 'none'}); check embed.splits")
+        entry = self.manifest["splits"][split]
+        self.keys: list[str] = list(entry["keys"])
+        self.shape: tuple[int, ...] = tuple(entry["shape"])
+        self.path = self.root / split_file(split)
+        self._tensors: dict[str, torch.Tensor] | None = None
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The whole split as stored ('blurred', 'sharp' in the embed dtype, 'prompt' int64)."""
+        if self._tensors is None:
+            from safetensors.torch import load_file
+
+            self._tensors = load_file(str(self.path))
+        return self._tensors
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        tensors = self.tensors()
+        return (tensors["blurred"][index].to(torch.float32),
+                tensors["sharp"][index].to(torch.float32),
+                int(tensors["prompt"][index]))
+
+    def prompt_embeddings(self) -> torch.Tensor:
+        """The prompt table, float32 (P, seq, dim)."""
+        from safetensors.torch import load_file
+
+        return load_file(str(self.root / PROMPTS))["embeddings"].to(torch.float32)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_tensors": None}

@@ -1,0 +1,323 @@
+"""pretrain and train@LEVEL: one readable training loop over accelerate.
+
+pretrain trains the tiny base UNet fully on every level (and is the full fine-tune baseline);
+train@LEVEL trains a LoRA adapter on that base, starting from the previous curriculum level's
+adapter. The same command runs on a CPU or under `accelerate launch --num_processes N`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
+from diffusers.optimization import get_cosine_schedule_with_warmup
+from peft import set_peft_model_state_dict
+from safetensors.torch import load_file
+
+from .checkpoints import CheckpointStore, fingerprint
+from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
+from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
+                    save_adapter, save_base, unet_config)
+from .params import BASE_DIR, LORA_DIR, Params
+from .stage import UserError, atomic_dir, write_json
+from .telemetry import StepLogger, peak_memory_mb
+from .trainset import BatchStream, map_dataset, shard_stream_urls
+
+log = logging.getLogger("linefuse")
+EMBEDDINGS_DIR = Path("data/embeddings")
+SHARDS_DIR = Path("data/shards")
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+class TrainingDiverged(UserError):
+    """The loss stopped being finite: stop, keep the last good checkpoint."""
+
+
+@dataclass
+class Job:
+    """What one training stage does; built from params by `pretrain_job` or `train_job`."""
+
+    name: str
+    steps: int
+    lr: float
+    levels: list[str]
+    out_dir: Path
+    metrics_path: Path
+    log_dir: Path
+    lora: bool
+    init_adapter: Path | None = None
+    unfreeze_blocks: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+
+def pretrain_job(params: Params) -> Job:
+    return Job(name="pretrain", steps=params.pretrain.steps, lr=params.pretrain.lr,
+               levels=list(params.degrade.levels), out_dir=Path(BASE_DIR),
+               metrics_path=Path("metrics/train/pretrain.json"), log_dir=Path("logs/pretrain"),
+               lora=False, settings=params.model_dump(include={"model", "optim", "pretrain"}))
+
+
+def train_job(params: Params, level: str) -> Job:
+    order = params.train.order()
+    before = params.train.predecessor(level)
+    unfreeze = params.train.unfreeze
+    hybrid = unfreeze.level is not None and order.index(level) >= order.index(unfreeze.level)
+    return Job(name=f"train@{level}", steps=params.train.curriculum[level].steps,
+               lr=params.train.curriculum[level].lr, levels=[level],
+               out_dir=Path(LORA_DIR) / level, metrics_path=Path(f"metrics/train/{level}.json"),
+               log_dir=Path("logs/train") / level, lora=True,
+               init_adapter=Path(LORA_DIR) / before if before else None,
+               unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
+               settings={**params.model_dump(include={"model", "optim"}),
+                         "lora": params.train.lora.model_dump(), "level": level,
+                         "curriculum": params.train.curriculum[level].model_dump()})
+
+
+def _accelerator(params: Params, state_dir: Path) -> Accelerator:
+    precision = params.optim.precision
+    if precision == "fp16" and not torch.cuda.is_available():
+        raise UserError("optim.precision: fp16 needs a CUDA GPU; use fp32 or bf16 on the CPU")
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=False, gradient_as_bucket_view=True,
+                                        static_graph=True)
+    # cpu=True on a machine without CUDA makes a multi-process launch use gloo (MULTI_CPU)
+    return Accelerator(cpu=not torch.cuda.is_available(),
+                       mixed_precision={"fp32": "no"}.get(precision, precision),
+                       gradient_accumulation_steps=params.optim.grad_accum,
+                       kwargs_handlers=[ddp], project_dir=str(state_dir))
+
+
+def _optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: float):
+    if params.optim.optimizer == "adamw8bit":
+        try:
+            import bitsandbytes
+        except ImportError:
+            raise UserError("optim.optimizer: adamw8bit needs bitsandbytes and a CUDA GPU; "
+                            "pip install bitsandbytes, or use adamw") from None
+        return bitsandbytes.optim.AdamW8bit(trainable, lr=lr, weight_decay=params.optim.weight_decay)
+    return torch.optim.AdamW(trainable, lr=lr, weight_decay=params.optim.weight_decay)
+
+
+def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
+    """The batch stream, the prompt embedding table, the channel count and the input files."""
+    reader = params.loader.reader
+    if reader == "embeddings":
+        dirs = [EMBEDDINGS_DIR / level for level in job.levels]
+        manifests = [d / "manifest.json" for d in dirs]
+        for manifest in manifests:
+            if not manifest.is_file():
+                raise UserError(f"{manifest.parent} is missing; run `linefuse embed --level "
+                                f"{manifest.parent.name}` first")
+        dataset = map_dataset(reader, dirs, "train")
+        first = dataset.datasets[0] if hasattr(dataset, "datasets") else dataset
+        prompts = first.prompt_embeddings()
+        channels = json.loads(manifests[0].read_text())["channels"]
+        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
+                             params.optim.seed, dataset=dataset)
+        return stream, prompts, channels, manifests
+    if params.model.vae is not None:
+        raise UserError(f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
+                        f"needs loader.reader: embeddings")
+    dirs = [SHARDS_DIR / level for level in job.levels]
+    manifests = [d / "manifest.parquet" for d in dirs]
+    null_prompt = torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
+    if reader == "lmdb":
+        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
+                             params.optim.seed, dataset=map_dataset(reader, dirs, "train"))
+    else:
+        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
+                             params.optim.seed, urls=shard_stream_urls(dirs, "train"))
+    return stream, null_prompt, 3, manifests
+
+
+def _model(params: Params, job: Job, channels: int) -> torch.nn.Module:
+    if not job.lora:
+        return build_unet(params.model.unet, channels)
+    base = load_base(Path(BASE_DIR))
+    if params.optim.gradient_checkpointing:
+        base.enable_gradient_checkpointing()
+    model = add_lora(base, params.train.lora, job.unfreeze_blocks)
+    if job.init_adapter is not None:
+        set_peft_model_state_dict(model, load_file(job.init_adapter / ADAPTER_WEIGHTS))
+    quantize_frozen(model, params.model.quantize_base)  # after LoRA: trainable parts stay exact
+    return model
+
+
+def _digest(tensors) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def run(params: Params, job: Job) -> dict:
+    """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
+    started = time.perf_counter()
+    store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
+    accelerator = _accelerator(params, store_probe.root)
+    set_seed(params.optim.seed)
+    stream, prompt_table, channels, input_files = _data(params, job, accelerator)
+    adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
+    if job.lora:
+        adapter_files.append(Path(BASE_DIR) / "diffusion_pytorch_model.safetensors")
+    store = CheckpointStore(job.name, fingerprint(job.settings, input_files + adapter_files),
+                            params.optim.keep_checkpoints)
+
+    model = _model(params, job, channels)
+    if params.optim.gradient_checkpointing and not job.lora:
+        model.enable_gradient_checkpointing()
+    trainable_params, total_params = count_parameters(model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = _optimizer(params, trainable, job.lr)
+    processes = accelerator.num_processes
+    schedule = get_cosine_schedule_with_warmup(optimizer, params.optim.warmup_steps * processes,
+                                               job.steps * processes)
+    model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
+    if params.optim.compile:
+        model = torch.compile(model)
+    if accelerator.device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+    start_step = 0
+    if accelerator.is_main_process:
+        store.discard_stale()
+    accelerator.wait_for_everyone()
+    if (latest := store.latest()) is not None:
+        folder, start_step = latest
+        accelerator.load_state(str(folder))
+        log.info("%s: resuming from %s (step %d)", job.name, folder, start_step)
+
+    scheduler = noise_scheduler(params.model)
+    prompt_table = prompt_table.to(accelerator.device)
+    logger = StepLogger(job.log_dir, job.name, params.optim.log_every,
+                        params.optim.memory_warn_fraction, accelerator.device,
+                        enabled=accelerator.is_main_process, resume=start_step > 0)
+    seen, samples_seen, last, total_wait = hashlib.sha256(), 0, {}, 0.0
+    batches = stream.batches(skip=start_step * params.optim.grad_accum)
+    model.train()
+    loop_started = time.perf_counter()
+    for step in range(start_step, job.steps):
+        for micro in range(params.optim.grad_accum):
+            waited = time.perf_counter()
+            blurred, sharp, prompt_index = next(batches)
+            waited = time.perf_counter() - waited
+            total_wait += waited
+            seen.update(blurred.detach().float().cpu().numpy().tobytes())
+            samples_seen += blurred.shape[0]
+            with accelerator.accumulate(model):
+                loss, terms = _step_loss(params, scheduler, model, blurred, sharp,
+                                         prompt_table[prompt_index], step, micro,
+                                         accelerator.process_index)
+                if not torch.isfinite(loss):
+                    kept = store.latest()
+                    raise TrainingDiverged(
+                        f"{job.name}: loss became {float(loss)} at step {step + 1}; "
+                        f"{'kept the checkpoint at step %d' % kept[1] if kept else 'no checkpoint yet'}"
+                        f"; lower the learning rate or use optim.precision: fp32")
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and params.optim.clip_grad_norm:
+                    accelerator.clip_grad_norm_(trainable, params.optim.clip_grad_norm)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+            logger.add({"loss": float(loss.detach()), **terms}, blurred.shape[0] * processes, waited)
+        done = step + 1
+        if done % params.optim.log_every == 0 or done == job.steps:
+            last = logger.flush(done, schedule.get_last_lr()[0],
+                                {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None)
+        if done % params.optim.checkpoint_every == 0 and done < job.steps:
+            store.save(accelerator, done)
+    loop_seconds = time.perf_counter() - loop_started
+
+    accelerator.wait_for_everyone()
+    unwrapped = accelerator.unwrap_model(model)
+    weights_digest = _digest(p for p in unwrapped.parameters() if p.requires_grad)
+    job.log_dir.mkdir(parents=True, exist_ok=True)
+    write_json(job.log_dir / f"rank{accelerator.process_index}.json",
+               {"samples_seen": samples_seen, "sample_digest": seen.hexdigest()[:16],
+                "trainable_weights_digest": weights_digest})
+    steps_run = job.steps - start_step
+    metrics = {
+        "steps": job.steps, "resumed_from_step": start_step,
+        "final_loss": last.get("loss"), "lr_final": last.get("lr"),
+        "samples_per_s": steps_run * params.optim.grad_accum * params.optim.batch_size * processes
+        / max(loop_seconds, 1e-9),
+        "data_wait_fraction": total_wait / max(loop_seconds, 1e-9),
+        "trainable_params": trainable_params, "total_params": total_params,
+        "trainable_fraction": trainable_params / total_params,
+        "processes": processes, "precision": params.optim.precision,
+        "seconds": time.perf_counter() - started, **peak_memory_mb(accelerator.device),
+    }
+    if accelerator.is_main_process:
+        metrics["val_loss"] = _validation_loss(params, job, unwrapped, scheduler, prompt_table,
+                                               accelerator.device)
+        with atomic_dir(job.out_dir) as tmp:
+            if job.lora:
+                save_adapter(unwrapped, tmp)
+            else:
+                save_base(unwrapped, tmp)
+        write_json(job.metrics_path, metrics)
+        logger.close(metrics)
+        store.clear()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return metrics
+
+
+def _step_loss(params: Params, scheduler, model, blurred, sharp, prompt_embeds, step: int,
+               micro: int, rank: int) -> tuple[torch.Tensor, dict]:
+    """Noise and timesteps come from (seed, step, micro-batch, rank): a resumed run draws the same."""
+    generator = torch.Generator().manual_seed(
+        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank)
+    x0 = clean_signal(blurred, sharp, params.model)
+    noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
+    timesteps = torch.randint(0, params.model.train_timesteps, (x0.shape[0],), generator=generator)
+    timesteps = timesteps.to(x0.device)
+    noisy, target = noisy_and_target(scheduler, x0, noise, timesteps)
+    prediction = predict(model, noisy, blurred, timesteps, prompt_embeds)
+    return weighted_loss(prediction, target, params.optim.loss)
+
+
+@torch.no_grad()
+def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, device) -> float | None:
+    """Mean loss over the val split with fixed noise, the same draw for every run and level."""
+    if params.loader.reader != "embeddings":
+        return None
+    dirs = [EMBEDDINGS_DIR / level for level in job.levels]
+    if not all((d / "val.safetensors").is_file() for d in dirs):
+        return None
+    dataset = map_dataset("embeddings", dirs, "val")
+    model.eval()
+    losses = []
+    for start in range(0, len(dataset), params.optim.batch_size):
+        items = [dataset[i] for i in range(start, min(start + params.optim.batch_size, len(dataset)))]
+        blurred = torch.stack([item[0] for item in items]).to(device)
+        sharp = torch.stack([item[1] for item in items]).to(device)
+        prompts = prompt_table[torch.tensor([item[2] for item in items])]
+        loss, _ = _step_loss(params, scheduler, model, blurred, sharp, prompts, start, 0, 0)
+        losses.append(float(loss) * len(items))
+    model.train()
+    return sum(losses) / len(dataset) if len(dataset) else None
+
+
+def pretrain_or_copy(params: Params) -> dict:
+    """pretrain: trains the tiny base; a pretrained UNet folder is only widened and saved."""
+    job = pretrain_job(params)
+    if params.model.unet == "tiny":
+        return run(params, job)
+    manifest = EMBEDDINGS_DIR / job.levels[0] / "manifest.json"
+    channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
+    unet = build_unet(params.model.unet, channels)
+    with atomic_dir(job.out_dir) as tmp:
+        save_base(unet, tmp)
+    trainable, total = count_parameters(unet)
+    metrics = {"steps": 0, "pretrained": params.model.unet, "total_params": total,
+               "trainable_params": trainable}
+    write_json(job.metrics_path, metrics)
+    return metrics

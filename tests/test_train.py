@@ -1,0 +1,171 @@
+"""pretrain and train@LEVEL: loss falls, LoRA chains through the curriculum, kill-and-resume is exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+
+from conftest import LEVELS, build_data, run_cli, tiny_params, write_params
+from linefuse.diffusion import restored_from, sample
+from linefuse.embed import EmbeddedPairs
+from linefuse.model import build_unet, load_base
+from linefuse.params import parse_params
+
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def embed_all(project: Path, params: dict) -> None:
+    for level in params["degrade"]["levels"]:
+        assert run_cli(project, "embed", "--level", level) == 0
+
+
+@pytest.fixture(scope="module")
+def trained_project(tmp_path_factory) -> Path:
+    """Data, embeddings, pretrain and the whole curriculum on tiny params, built once."""
+    params = tiny_params()
+    project = build_data(tmp_path_factory.mktemp("trained"), params)
+    embed_all(project, params)
+    assert run_cli(project, "pretrain") == 0
+    for level in LEVELS:
+        assert run_cli(project, "train", "--level", level) == 0
+    return project
+
+
+def _steps(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _zero_prediction_val_loss(project: Path, levels) -> float:
+    """The val MSE of a model that predicts a zero residual, i.e. returns the blurred input."""
+    errors = []
+    for level in levels:
+        tensors = EmbeddedPairs(project / "data/embeddings" / level, "val").tensors()
+        errors.append((tensors["sharp"].float() - tensors["blurred"].float()).square().mean())
+    return float(torch.stack(errors).mean())
+
+
+def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
+    records = _steps(trained_project / "logs/pretrain/steps.jsonl")
+    assert [r["step"] for r in records] == [5, 10, 15, 20]
+    metrics = json.loads((trained_project / "metrics/train/pretrain.json").read_text())
+    untrained = _zero_prediction_val_loss(trained_project, LEVELS)
+    assert metrics["val_loss"] < 0.8 * untrained, (metrics["val_loss"], untrained)
+    for record in records:
+        assert 0 <= record["data_wait_fraction"] <= 1 and record["samples_per_s"] > 0
+        assert record["peak_rss_mb"] > 100
+    base = trained_project / "models/base"
+    assert sorted(p.name for p in base.iterdir()) == ["config.json",
+                                                      "diffusion_pytorch_model.safetensors"]
+    assert metrics["trainable_params"] == metrics["total_params"] > 500_000
+    assert metrics["steps"] == 20
+
+
+def test_curriculum_adapters_are_peft_folders_and_small(trained_project):
+    base = load_base(trained_project / "models/base")
+    previous = None
+    for level in LEVELS:
+        adapter = trained_project / "models/lora" / level
+        assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in adapter.iterdir()}
+        weights = load_file(adapter / "adapter_model.safetensors")
+        assert weights and all("lora_" in key for key in weights)
+        if previous is not None:
+            assert any(not torch.equal(weights[k], previous[k]) for k in weights)
+        previous = weights
+        metrics = json.loads((trained_project / f"metrics/train/{level}.json").read_text())
+        assert 0 < metrics["trainable_fraction"] <= 0.10
+        assert metrics["steps"] == 10 and metrics["resumed_from_step"] == 0
+    restored = PeftModel.from_pretrained(base, trained_project / "models/lora/hard")
+    assert restored.peft_config["default"].r == 8
+
+
+def test_residual_target_at_zero_init_reproduces_the_input():
+    params = parse_params(tiny_params())
+    unet = build_unet("tiny", channels=3)
+    blurred = torch.rand(2, 3, 32, 32) * 2 - 1
+    x0 = sample(unet, blurred, torch.zeros(2, 1, 32), params.model, steps=4,
+                generator=torch.Generator().manual_seed(0))
+    assert torch.equal(restored_from(x0, blurred, params.model), blurred)
+
+
+def _copy_project(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, symlinks=True)
+    for generated in ("models/lora", "metrics/train", "logs/train", ".linefuse"):
+        shutil.rmtree(target / generated, ignore_errors=True)
+    return target
+
+
+def test_kill_and_resume_ends_with_the_same_weights(trained_project, tmp_path):
+    """SIGKILL train@easy after its first checkpoint; the rerun resumes and matches a clean run."""
+    params = tiny_params()
+    params["train"]["curriculum"]["easy"]["steps"] = 40
+    params["optim"]["checkpoint_every"] = 4
+    clean = _copy_project(trained_project, tmp_path / "clean")
+    killed = _copy_project(trained_project, tmp_path / "killed")
+    for project in (clean, killed):
+        write_params(project, params)
+    assert run_cli(clean, "train", "--level", "easy") == 0
+
+    process = subprocess.Popen(["linefuse", "train", "--level", "easy"], cwd=killed, env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = killed / ".linefuse/state/train-easy"
+    deadline = time.time() + 120
+    while not list(state.glob("step-*")) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "models/lora/easy").exists(), "killed before it could finish"
+    assert list(state.glob("step-*"))
+
+    assert run_cli(killed, "train", "--level", "easy") == 0
+    metrics = json.loads((killed / "metrics/train/easy.json").read_text())
+    assert metrics["resumed_from_step"] >= 4
+    assert not state.exists()
+    resumed = load_file(killed / "models/lora/easy/adapter_model.safetensors")
+    uninterrupted = load_file(clean / "models/lora/easy/adapter_model.safetensors")
+    assert resumed.keys() == uninterrupted.keys()
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
+
+
+def test_non_finite_loss_stops_with_one_line(trained_project, tmp_path, capsys):
+    """NaNs in the cached inputs make the loss non-finite: one line, no adapter written."""
+    from safetensors.torch import save_file
+
+    project = _copy_project(trained_project, tmp_path / "diverge")
+    cached = project / "data/embeddings/easy/train.safetensors"
+    tensors = load_file(cached)
+    tensors["blurred"] = torch.full_like(tensors["blurred"], float("nan"))
+    cached.unlink()  # the copy may share the inode with DVC's cache or the source project
+    save_file(tensors, cached)
+    capsys.readouterr()
+    assert run_cli(project, "train", "--level", "easy") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("linefuse: error: train@easy: loss became nan at step 1; no checkpoint yet; "
+                       "lower the learning rate or use optim.precision: fp32")
+    assert not (project / "models/lora/easy").exists()
+
+
+def test_two_processes_see_different_samples_and_end_identical(trained_project, tmp_path):
+    project = _copy_project(trained_project, tmp_path / "ddp")
+    launch = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "linefuse.cli",
+              "train", "--level", "easy"]
+    done = subprocess.run(launch, cwd=project, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((project / f"logs/train/easy/rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["sample_digest"] != ranks[1]["sample_digest"]
+    assert ranks[0]["samples_seen"] == ranks[1]["samples_seen"] == 10 * 8
+    assert ranks[0]["trainable_weights_digest"] == ranks[1]["trainable_weights_digest"]
+    metrics = json.loads((project / "metrics/train/easy.json").read_text())
+    assert metrics["processes"] == 2

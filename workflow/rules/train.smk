@@ -1,0 +1,66 @@
+# The model half: embed@{level} -> pretrain -> train@{level}, chained by train.curriculum.
+# These rules take every core (`threads: workflow.cores`): Snakemake sets OMP_NUM_THREADS to a
+# job's threads, and torch's float results depend on its thread count, so this keeps them equal
+# to a `dvc repro` on the same machine.
+
+
+def curriculum_init(wildcards):
+    return config["train"]["curriculum"][wildcards.level]["init"]
+
+
+rule embed:
+    input:
+        "data/shards/{level}",
+        "data/index/images.parquet",
+        "src/linefuse/embed.py",
+    output:
+        directory("data/embeddings/{level}"),
+        "metrics/embed/{level}.json",
+    params:
+        tracked=tracked("model.unet", "model.vae", "model.text_encoder", "embed"),
+    threads: workflow.cores
+    shell:
+        "linefuse embed --level {wildcards.level}"
+
+
+rule pretrain:
+    input:
+        expand("data/embeddings/{level}", level=LEVELS),
+        TRAIN_CODE,
+    output:
+        directory("models/base"),
+        directory("logs/pretrain"),
+        "metrics/train/pretrain.json",
+    params:
+        tracked=tracked("model", "loader", "optim", "pretrain", "degrade.levels"),
+    threads: workflow.cores
+    resources:
+        gpus=1,
+    shell:
+        "linefuse pretrain"
+
+
+rule train:
+    input:
+        "data/embeddings/{level}",
+        "models/base",
+        curriculum_init,
+        TRAIN_CODE,
+    output:
+        directory("models/lora/{level}"),
+        directory("logs/train/{level}"),
+        "metrics/train/{level}.json",
+    params:
+        tracked=tracked(
+            "model",
+            "loader",
+            "optim",
+            "train.lora",
+            "train.unfreeze",
+            "train.curriculum.{level}",
+        ),
+    threads: workflow.cores
+    resources:
+        gpus=1,
+    shell:
+        "linefuse train --level {wildcards.level}"
