@@ -26,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loader.py
+	$(BIN)/python benchmarks/train.py
 
 clean:
-	rm -rf data/source data/index data/shards metrics .snakemake
+	rm -rf data/source data/index data/shards data/embeddings models logs metrics .snakemake .linefuse

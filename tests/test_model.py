@@ -60,6 +60,8 @@ def lora_size(unet: nn.Module, lora: LoraParams) -> int:
     """What rank-r LoRA adds on every target: A (in -> r, the layer's kernel) + B (r -> out)."""
     total = 0
     for name, module in unet.named_modules():
+        if lora.blocks and not any(name.startswith(block + ".") for block in lora.blocks):
+            continue
         if any(name.endswith("." + target) for target in lora.target_modules):
             if isinstance(module, nn.Conv2d):
                 kh, kw = module.kernel_size
@@ -108,7 +110,8 @@ def test_lora_trains_a_small_fraction_of_the_unet(lora):
 
 
 def test_lora_blocks_restrict_the_targets(lora):
-    everywhere = count_parameters(add_lora(build_unet("tiny", 3), lora))[0]
+    everywhere = count_parameters(add_lora(build_unet("tiny", 3),
+                                           lora.model_copy(update={"blocks": []})))[0]
     model = add_lora(build_unet("tiny", 3), lora.model_copy(update={"blocks": ["mid_block"]}))
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     assert names
@@ -166,7 +169,7 @@ def test_hybrid_unfreeze_trains_and_saves_the_whole_block(lora, tmp_path):
     copy = "base_model.model.up_blocks.2.modules_to_save.default."
     assert {copy + name for name, _ in block.named_parameters()} <= trainable
     assert not any("up_blocks.2" in n and "lora_" in n for n in trainable)  # peft skips LoRA there
-    lora_in_block = lora_size(block, lora)
+    lora_in_block = lora_size(block, lora.model_copy(update={"blocks": []}))  # names relative to it
     assert count_parameters(model)[0] == lora_only - lora_in_block + block_size
 
     model.save_pretrained(tmp_path)

@@ -169,3 +169,45 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
     assert ranks[0]["trainable_weights_digest"] == ranks[1]["trainable_weights_digest"]
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
     assert metrics["processes"] == 2
+
+
+def test_latent_mode_end_to_end_with_a_users_pretrained_folders(tiny_project, tmp_path):
+    """A tiny random VAE and UNet saved with save_pretrained: the path a Stable Diffusion folder takes."""
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+
+    torch.manual_seed(0)
+    AutoencoderKL(block_out_channels=(8, 16), down_block_types=("DownEncoderBlock2D",) * 2,
+                  up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=4,
+                  sample_size=32).save_pretrained(tmp_path / "sd/vae")
+    users_unet = UNet2DConditionModel(
+        sample_size=16, in_channels=4, out_channels=4, block_out_channels=(16, 32),
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
+        layers_per_block=1, norm_num_groups=8, attention_head_dim=8)
+    users_unet.save_pretrained(tmp_path / "sd/unet")
+
+    project = tmp_path / "project"
+    shutil.copytree(tiny_project / "data", project / "data")
+    params = tiny_params()
+    params["model"].update(unet=str(tmp_path / "sd/unet"), vae=str(tmp_path / "sd/vae"))
+    params["train"]["lora"]["blocks"] = []
+    write_params(project, params)
+    embed_all(project, params)
+    manifest = json.loads((project / "data/embeddings/easy/manifest.json").read_text())
+    assert manifest["mode"] == "latent" and manifest["splits"]["train"]["shape"] == [4, 16, 16]
+
+    assert run_cli(project, "pretrain") == 0
+    base = load_base(project / "models/base")
+    assert base.config.in_channels == 8
+    noisy, condition = torch.randn(2, 4, 16, 16), torch.randn(2, 4, 16, 16)
+    timesteps, prompts = torch.tensor([10, 500]), torch.zeros(2, 1, 32)
+    with torch.no_grad():
+        widened = base(torch.cat([noisy, condition], 1), timesteps, prompts).sample
+        original = users_unet(noisy, timesteps, prompts).sample
+    assert torch.allclose(widened, original, atol=1e-5)
+
+    assert run_cli(project, "train", "--level", "easy") == 0
+    adapted = PeftModel.from_pretrained(load_base(project / "models/base"), project / "models/lora/easy")
+    metrics = json.loads((project / "metrics/train/easy.json").read_text())
+    assert metrics["steps"] == 10 and 0 < metrics["trainable_fraction"] < 0.5
+    assert sum("lora_A" in name for name, _ in adapted.named_parameters()) > 0
