@@ -13,3 +13,4 @@ rule all:
         expand("data/shards/{level}", level=LEVELS),
         expand("metrics/shard/{level}.json", level=LEVELS),
         expand("models/lora/{level}", level=CURRICULUM),
+        "metrics/eval.json",

@@ -64,3 +64,21 @@ def tiny_project(tmp_path_factory) -> Path:
 @pytest.fixture
 def params_copy() -> dict:
     return copy.deepcopy(tiny_params())
+
+
+def embed_all(project: Path, params: dict) -> None:
+    for level in params["degrade"]["levels"]:
+        assert run_cli(project, "embed", "--level", level) == 0
+
+
+@pytest.fixture(scope="session")
+def trained_project(tmp_path_factory) -> Path:
+    """Data, embeddings, pretrain and the whole curriculum on tiny params, built once (read-only
+    use: tests that change it work on a copy)."""
+    params = tiny_params()
+    project = build_data(tmp_path_factory.mktemp("trained"), params)
+    embed_all(project, params)
+    assert run_cli(project, "pretrain") == 0
+    for level in LEVELS:
+        assert run_cli(project, "train", "--level", level) == 0
+    return project

@@ -76,7 +76,7 @@ def test_both_engines_declare_the_same_stages():
     for declared in from_snakemake.values():
         declared["cmd"] = declared["cmd"].replace(" --workers {threads}", "")
     assert from_snakemake == dvc_declarations(ROOT)
-    assert set(from_snakemake) == {"generate", "index", "pretrain",
+    assert set(from_snakemake) == {"generate", "index", "pretrain", "evaluate",
                                    *(f"{name}@{level}" for name in ("shard", "embed", "train")
                                      for level in LEVELS)}
 
@@ -119,7 +119,7 @@ def ran_dvc_stages(log: str) -> list[str]:
 
 ALL_STAGES = ["generate", "index", *(f"shard@{level}" for level in LEVELS),
               *(f"embed@{level}" for level in LEVELS), "pretrain",
-              *(f"train@{level}" for level in LEVELS)]
+              *(f"train@{level}" for level in LEVELS), "evaluate"]
 
 
 def dry_run_dvc(project: Path) -> list[str]:
@@ -130,7 +130,7 @@ def dry_run_snakemake(project: Path) -> list[str]:
     log = run(project, "snakemake", "--cores", "2", "--dry-run")
     jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M)
     plain = [name for name in re.findall(r"^(?:local)?rule (\w+):", log, re.M)
-             if name in ("generate", "index", "pretrain")]
+             if name in ("generate", "index", "pretrain", "evaluate")]
     return sorted([f"{name}@{level}" for name, level in jobs] + plain)
 
 
@@ -149,14 +149,18 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(t
 
     assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == []
     assert "Nothing to be done" in run(by_snakemake, "snakemake", "--cores", "2")
+    shown = json.loads(run(by_dvc, "dvc", "metrics", "show", "--json").strip().splitlines()[-1])
+    assert "model_s25" in json.dumps(shown) and "psnr_gain_s25" in json.dumps(shown)
+    run(by_dvc, "dvc", "plots", "show", "-o", "dvc_plots")
+    assert (by_dvc / "dvc_plots/index.html").stat().st_size > 1000
 
     params["train"]["curriculum"]["hard"]["steps"] = 12
     for project in (by_dvc, by_snakemake):
         write_params(project, params)
-    assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard"]
+    assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard", "evaluate"]
     log = run(by_snakemake, "snakemake", "--cores", "2")
     assert re.findall(r"^\s*wildcards: level=(\w+)", log, re.M) == ["hard"]
-    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == ["all", "train"]
+    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == ["all", "evaluate", "train"]
     rebuilt = outputs(by_dvc)
     assert rebuilt == outputs(by_snakemake)
     changed = {name for name in built if built[name] != rebuilt.get(name)}
@@ -169,4 +173,4 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(t
     # has changed; Snakemake plans that downstream up front.
     assert dry_run_dvc(by_dvc) == ["shard@hard"]
     assert dry_run_snakemake(by_snakemake) == [
-        "embed@hard", "pretrain", "shard@hard", "train@easy", "train@hard", "train@medium"]
+        "embed@hard", "evaluate", "pretrain", "shard@hard", "train@easy", "train@hard", "train@medium"]

@@ -16,7 +16,7 @@ import torch
 from peft import PeftModel
 from safetensors.torch import load_file
 
-from conftest import LEVELS, build_data, run_cli, tiny_params, write_params
+from conftest import LEVELS, embed_all, run_cli, tiny_params, write_params
 from linefuse.diffusion import restored_from, sample
 from linefuse.embed import EmbeddedPairs
 from linefuse.model import build_unet, load_base
@@ -24,23 +24,6 @@ from linefuse.params import parse_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-
-
-def embed_all(project: Path, params: dict) -> None:
-    for level in params["degrade"]["levels"]:
-        assert run_cli(project, "embed", "--level", level) == 0
-
-
-@pytest.fixture(scope="module")
-def trained_project(tmp_path_factory) -> Path:
-    """Data, embeddings, pretrain and the whole curriculum on tiny params, built once."""
-    params = tiny_params()
-    project = build_data(tmp_path_factory.mktemp("trained"), params)
-    embed_all(project, params)
-    assert run_cli(project, "pretrain") == 0
-    for level in LEVELS:
-        assert run_cli(project, "train", "--level", level) == 0
-    return project
 
 
 def _steps(log: Path) -> list[dict]:
@@ -211,3 +194,49 @@ def test_latent_mode_end_to_end_with_a_users_pretrained_folders(tiny_project, tm
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
     assert metrics["steps"] == 10 and 0 < metrics["trainable_fraction"] < 0.5
     assert sum("lora_A" in name for name, _ in adapted.named_parameters()) > 0
+
+
+def _adapter(project: Path, level: str = "easy") -> dict:
+    return load_file(project / "models/lora" / level / "adapter_model.safetensors")
+
+
+def test_readers_and_the_ram_cache_feed_the_same_batches(trained_project, tmp_path):
+    """Embeddings stored as float32 and the LMDB reader give identical weights; so does the cache."""
+    params = tiny_params()
+    params["embed"]["dtype"] = "float32"
+    weights = {}
+    for name, loader in {"embeddings": {}, "lmdb": {"reader": "lmdb"},
+                         "cached": {"cache_gb": 0.5}}.items():
+        project = _copy_project(trained_project, tmp_path / name)
+        shutil.rmtree(project / "data/embeddings/easy")
+        run_params = json.loads(json.dumps(params))
+        run_params["loader"].update(loader)
+        write_params(project, run_params)
+        assert run_cli(project, "embed", "--level", "easy") == 0
+        assert run_cli(project, "train", "--level", "easy") == 0
+        weights[name] = _adapter(project)
+        if name == "cached":
+            records = _steps(project / "logs/train/easy/steps.jsonl")
+            assert records[-1]["cache_hit_rate"] is not None and records[-1]["cache_hit_rate"] >= 0
+    for name in ("lmdb", "cached"):
+        assert all(torch.equal(weights[name][k], weights["embeddings"][k]) for k in weights[name])
+
+
+@pytest.mark.parametrize("variant", [
+    {"loader": {"reader": "webdataset", "shuffle_buffer": 16}},
+    {"optim": {"grad_accum": 2, "precision": "bf16", "gradient_checkpointing": True}},
+], ids=["webdataset", "accum-bf16-checkpointing"])
+def test_training_variants_run_and_learn(trained_project, tmp_path, variant):
+    project = _copy_project(trained_project, tmp_path / "variant")
+    params = tiny_params()
+    for section, values in variant.items():
+        params[section].update(values)
+    write_params(project, params)
+    # a process of its own, as under dvc: accelerate's precision is fixed once per process
+    done = subprocess.run(["linefuse", "train", "--level", "easy"], cwd=project, env=ENV,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((project / "metrics/train/easy.json").read_text())
+    assert metrics["steps"] == 10 and torch.isfinite(torch.tensor(metrics["final_loss"]))
+    weights = _adapter(project)
+    assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)

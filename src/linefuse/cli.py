@@ -109,6 +109,37 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
         written += [job.out_dir, job.metrics_path]
 
 
+def run_evaluate(params: Params, args: argparse.Namespace) -> None:
+    from .evaluate import evaluate
+
+    with stage("evaluate") as written:
+        report = evaluate(params)
+        written += [Path("metrics/eval.json"), Path("plots"), Path("reports/samples.png")]
+    for name, value in report["summary"].items():
+        logging.getLogger("linefuse").info("evaluate: %s = %+.2f dB", name, value)
+
+
+def run_restore(params: Params, args: argparse.Namespace) -> None:
+    from .restore import restore_files
+
+    with stage("restore") as written:
+        restored, skipped = restore_files(params, args.inputs, Path(args.adapter), args.steps,
+                                          Path(args.out), seed=args.seed)
+        written.append(Path(args.out))
+    for path, reason in skipped:
+        print(f"linefuse: skipped {path}: {reason}", file=sys.stderr)
+    logging.getLogger("linefuse").info("restore: %d restored, %d skipped", restored, len(skipped))
+
+
+def run_serve(params: Params, args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from .serve import create_app
+
+    uvicorn.run(create_app(params, Path(args.adapters)), host=args.host, port=args.port,
+                log_level="info")
+
+
 def _known_level(params: Params, level: str) -> str:
     if level not in params.degrade.levels:
         raise UserError(f"--level {level}: not in degrade.levels "
@@ -145,6 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("pretrain", run_pretrain, "train the tiny base UNet on every level (or widen a pretrained one)")
     add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
         "--level", required=True, help="a name from train.curriculum")
+    add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
+    restore = add("restore", run_restore, "restore image files or folders of any size")
+    restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
+    restore.add_argument("--adapter", default="models/lora/hard", help="(default: %(default)s)")
+    restore.add_argument("--steps", type=int, default=25, help="DDIM steps (default: %(default)s)")
+    restore.add_argument("--seed", type=int, default=0)
+    restore.add_argument("--out", required=True, help="folder for the restored PNGs")
+    serve = add("serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--adapters", default="models/lora", help="folder of adapter folders")
     return parser
 
 

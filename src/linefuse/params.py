@@ -371,6 +371,43 @@ class TrainParams(Strict):
         return order
 
 
+class MetricParams(Strict):
+    """How PSNR/SSIM are computed (BasicSR's conventions): data range 255 for uint8 images."""
+
+    color: Literal["rgb", "y"] = "rgb"
+    crop_border: Annotated[int, Field(ge=0)] = 0
+
+
+class BaselineParams(Strict):
+    wiener_balance: Annotated[float, Field(gt=0.0)] = 0.01
+    richardson_lucy_iterations: Annotated[int, Field(ge=1, le=1000)] = 30
+    unsharp_radius: Annotated[float, Field(gt=0.0)] = 1.5
+    unsharp_amount: Annotated[float, Field(gt=0.0)] = 1.0
+
+
+class EvalParams(Strict):
+    steps: list[Annotated[int, Field(ge=1, le=1000)]] = [1, 4, 25, 50]
+    batch_size: Annotated[int, Field(ge=1)] = 16
+    seed: int = 0
+    max_samples: Annotated[int, Field(ge=1)] | None = None
+    metric: MetricParams = MetricParams()
+    baselines: BaselineParams = BaselineParams()
+
+    @field_validator("steps")
+    @classmethod
+    def _distinct_steps(cls, steps: list[int]) -> list[int]:
+        if not steps or len(set(steps)) != len(steps):
+            raise ValueError("needs one or more distinct sampler step counts, e.g. [1, 4, 25, 50]")
+        return sorted(steps)
+
+
+class ServeParams(Strict):
+    max_upload_mb: Annotated[float, Field(gt=0.0)] = 10.0
+    max_pixels: Annotated[int, Field(ge=1)] = 4_000_000
+    default_steps: Annotated[int, Field(ge=1, le=1000)] = 25
+    max_steps: Annotated[int, Field(ge=1, le=1000)] = 100
+
+
 class Params(Strict):
     data: DataParams = DataParams()
     degrade: DegradeParams
@@ -381,6 +418,8 @@ class Params(Strict):
     optim: OptimParams = OptimParams()
     pretrain: PretrainParams = PretrainParams()
     train: TrainParams
+    eval: EvalParams = EvalParams()
+    serve: ServeParams = ServeParams()
 
     @model_validator(mode="after")
     def _curriculum_levels_are_shard_levels(self) -> Params:

@@ -6,6 +6,19 @@ from functools import reduce
 LEVELS = config["degrade"]["levels"]
 DOMAIN_PARAMS = ["gaussian", "motion", "scan", "compression", "lowres"]
 CURRICULUM = list(config["train"]["curriculum"])
+
+
+def curriculum_order():
+    """Levels from the one that starts at models/base, following each level's init."""
+    follows = {spec["init"]: level for level, spec in config["train"]["curriculum"].items()}
+    order, current = [], "models/base"
+    while current in follows:
+        order.append(follows[current])
+        current = f"models/lora/{order[-1]}"
+    return order
+
+
+CURRICULUM_ORDER = curriculum_order()
 TRAIN_CODE = [
     "src/linefuse/train.py",
     "src/linefuse/model.py",

@@ -64,3 +64,28 @@ rule train:
         gpus=1,
     shell:
         "linefuse train --level {wildcards.level}"
+
+
+rule evaluate:
+    input:
+        expand("data/shards/{level}", level=LEVELS),
+        "models/base",
+        f"models/lora/{CURRICULUM_ORDER[-1]}",
+        "logs/pretrain",
+        expand("logs/train/{level}", level=CURRICULUM),
+        "src/linefuse/evaluate.py",
+        "src/linefuse/restore.py",
+        "src/linefuse/baselines.py",
+        "src/linefuse/metrics.py",
+        "src/linefuse/chart_metrics.py",
+    output:
+        "reports/samples.png",
+        "metrics/eval.json",
+        "plots/psnr_by_domain_level.csv",
+        "plots/psnr_vs_steps.csv",
+        "plots/training_curves.csv",
+    params:
+        tracked=tracked("model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
+    threads: workflow.cores
+    shell:
+        "linefuse evaluate"

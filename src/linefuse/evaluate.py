@@ -1,0 +1,170 @@
+"""evaluate: PSNR/SSIM per blur domain and level, against the input and classical baselines.
+
+On the test split of every level: the blurred input, Wiener and Richardson-Lucy (with the kernel
+the degradation used), unsharp masking, and the final curriculum adapter at every sampler step
+count in `eval.steps`, with its latency. Charts also get LineFuse's peak-position and integral
+errors. Writes metrics/eval.json (keys such as psnr.gaussian.hard.model_s25), plots/*.csv and
+reports/samples.png.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from tqdm import tqdm
+
+from .baselines import baselines
+from .chart_metrics import chart_errors
+from .metrics import psnr, ssim
+from .params import LORA_DIR, Params
+from .readers import LmdbPairs
+from .restore import Restorer
+from .stage import atomic_file, write_json
+
+log = logging.getLogger("linefuse")
+SHARDS_DIR = Path("data/shards")
+PLOTS_DIR = Path("plots")
+SAMPLES_PNG = Path("reports/samples.png")
+
+
+def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
+    """(blurred, sharp, meta) of the level's test split, at most max_samples per domain."""
+    dataset = LmdbPairs(SHARDS_DIR / level, "test")
+    taken: dict[str, int] = defaultdict(int)
+    pairs = []
+    for index in range(len(dataset)):
+        blurred, sharp, meta = dataset[index]
+        if max_samples is None or taken[meta["domain"]] < max_samples:
+            taken[meta["domain"]] += 1
+            pairs.append((blurred, sharp, meta))
+    dataset.close()
+    return pairs
+
+
+def _mean(values: list[float]) -> float:
+    return round(float(np.mean(values)), 4)
+
+
+def evaluate(params: Params) -> dict:
+    """Runs the whole evaluation and writes its outputs; returns metrics/eval.json's content."""
+    final = params.train.order()[-1]
+    restorer = Restorer(params, Path(LORA_DIR) / final)
+    steps_list, settings = params.eval.steps, params.eval.metric
+    scores = {"psnr": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
+              "ssim": defaultdict(lambda: defaultdict(lambda: defaultdict(list)))}
+    chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
+    model_seconds, model_images = defaultdict(float), defaultdict(int)
+    showcase: dict[tuple, tuple] = {}
+    shown_steps = 25 if 25 in steps_list else steps_list[-1]
+
+    levels = params.degrade.levels
+    for level in tqdm(levels, desc="evaluate", unit="level", disable=None):
+        pairs = _test_pairs(level, params.eval.max_samples)
+        if not pairs:
+            log.warning("evaluate: level %s has no test samples; skipped", level)
+            continue
+        blurred_images = [pair[0] for pair in pairs]
+        outputs: dict[str, list[np.ndarray]] = {}
+        for steps in steps_list:
+            started = time.perf_counter()
+            outputs[f"model_s{steps}"] = restorer.restore_images(
+                blurred_images, steps, params.eval.seed, params.eval.batch_size)
+            model_seconds[steps] += time.perf_counter() - started
+            model_images[steps] += len(pairs)
+        for index, (blurred, sharp, meta) in enumerate(pairs):
+            domain = meta["domain"]
+            methods = {"input": blurred, **baselines(blurred, domain, meta["params"],
+                                                     params.eval.baselines)}
+            methods |= {name: images[index] for name, images in outputs.items()}
+            for name, image in methods.items():
+                scores["psnr"][domain][level][name].append(psnr(image, sharp, settings))
+                scores["ssim"][domain][level][name].append(ssim(image, sharp, settings))
+            for name in ("input", f"model_s{shown_steps}"):
+                for figure, value in chart_errors(methods[name], sharp).items():
+                    chart[domain][level][name][figure].append(value)
+            showcase.setdefault((domain, level), (blurred, methods[f"model_s{shown_steps}"], sharp))
+
+    report = {metric: {domain: {level: {name: _mean(values) for name, values in by_name.items()}
+                                for level, by_name in by_level.items()}
+                       for domain, by_level in table.items()}
+              for metric, table in scores.items()}
+    report["latency_ms_per_image"] = {f"s{steps}": round(1000 * model_seconds[steps]
+                                                         / max(model_images[steps], 1), 2)
+                                      for steps in steps_list}
+    report["chart"] = {domain: {level: {name: {figure: _mean(values) for figure, values in figures.items()}
+                                        for name, figures in by_name.items()}
+                                for level, by_name in by_level.items()}
+                       for domain, by_level in chart.items()}
+    report["summary"] = _summary(report, levels, shown_steps)
+    _write_plots(report, steps_list, levels)
+    _write_samples(showcase, params.degrade.domains, levels)
+    write_json("metrics/eval.json", report)
+    return report
+
+
+def _summary(report: dict, levels: list[str], steps: int) -> dict:
+    """The headline: mean PSNR gain of the model over the input and over the best baseline."""
+    gains, margins = [], []
+    for by_level in report["psnr"].values():
+        for level in levels:
+            cell = by_level.get(level)
+            if not cell:
+                continue
+            gains.append(cell[f"model_s{steps}"] - cell["input"])
+            best = max(v for k, v in cell.items() if k in ("wiener", "richardson_lucy", "unsharp"))
+            margins.append(cell[f"model_s{steps}"] - best)
+    return {f"psnr_gain_s{steps}": _mean(gains), f"min_psnr_gain_s{steps}": round(min(gains), 4),
+            f"min_margin_over_best_baseline_s{steps}": round(min(margins), 4)}
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with atomic_file(path) as tmp:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            writer.writerows(rows)
+
+
+def _write_plots(report: dict, steps_list: list[int], levels: list[str]) -> None:
+    rows = [[domain, level, name, value, report["ssim"][domain][level][name]]
+            for domain, by_level in report["psnr"].items() for level in levels
+            if level in by_level for name, value in by_level[level].items()]
+    _write_csv(PLOTS_DIR / "psnr_by_domain_level.csv", ["domain", "level", "method", "psnr", "ssim"],
+               rows)
+    by_steps = []
+    for steps in steps_list:
+        values = [cell[f"model_s{steps}"] for by_level in report["psnr"].values()
+                  for cell in by_level.values()]
+        by_steps.append([steps, _mean(values), report["latency_ms_per_image"][f"s{steps}"]])
+    _write_csv(PLOTS_DIR / "psnr_vs_steps.csv", ["steps", "psnr", "latency_ms_per_image"], by_steps)
+    curves = []
+    for stage, log_file in [("pretrain", Path("logs/pretrain/steps.jsonl"))] + [
+            (f"train@{level}", Path("logs/train") / level / "steps.jsonl") for level in levels]:
+        if log_file.is_file():
+            for line in log_file.read_text().splitlines():
+                record = json.loads(line)
+                curves.append([stage, record["step"], record["loss"], record["lr"]])
+    _write_csv(PLOTS_DIR / "training_curves.csv", ["stage", "step", "loss", "lr"], curves)
+
+
+def _write_samples(showcase: dict, domains: list[str], levels: list[str]) -> None:
+    """One row per domain and level: blurred | restored | sharp, at a common height."""
+    rows = []
+    for domain in domains:
+        for level in levels:
+            if (domain, level) in showcase:
+                rows.append(np.concatenate(showcase[(domain, level)], axis=1))
+    if not rows:
+        return
+    width = max(row.shape[1] for row in rows)
+    rows = [np.pad(row, ((0, 2), (0, width - row.shape[1]), (0, 0)), constant_values=255)
+            for row in rows]
+    with atomic_file(SAMPLES_PNG) as tmp:
+        Image.fromarray(np.concatenate(rows, axis=0)).save(tmp, format="PNG")

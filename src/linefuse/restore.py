@@ -1,0 +1,140 @@
+"""Restoring images with the trained model: the base UNet plus an adapter, DDIM sampling.
+
+Images of any size are padded (reflect) to the model's multiple, restored in batches of equal
+size, and cropped back; the same code serves `evaluate`, `linefuse restore` and `linefuse serve`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+import torch
+import torch.nn.functional as F
+from peft import PeftModel
+from safetensors.torch import load_file
+
+from .diffusion import restored_from, sample
+from .model import load_base
+from .params import BASE_DIR, Params
+from .stage import UserError
+
+EMBEDDINGS_DIR = Path("data/embeddings")
+
+
+class Restorer:
+    """Loads the model once; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
+
+    def __init__(self, params: Params, adapter: str | Path | None, device: str = "cpu"):
+        self.params, self.device = params, torch.device(device)
+        base_dir = Path(BASE_DIR)
+        if not (base_dir / "config.json").is_file():
+            raise UserError(f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first")
+        unet = load_base(base_dir)
+        if adapter is not None:
+            adapter = Path(adapter)
+            if not (adapter / "adapter_config.json").is_file():
+                raise UserError(f"--adapter {adapter}: not a peft adapter folder (no "
+                                f"adapter_config.json); pass models/lora/LEVEL")
+            unet = PeftModel.from_pretrained(unet, str(adapter)).merge_and_unload()
+        self.unet = unet.to(self.device).eval()
+        self.vae = None
+        if params.model.vae is not None:
+            from .embed import load_vae
+
+            self.vae = load_vae(params.model.vae).to(self.device)
+        self.prompt = self._null_prompt().to(self.device)
+        unet_factor = 2 ** (len(self.unet.config.block_out_channels) - 1)
+        vae_factor = 2 ** (len(self.vae.config.block_out_channels) - 1) if self.vae else 1
+        self.multiple = unet_factor * vae_factor
+
+    def _null_prompt(self) -> torch.Tensor:
+        """The empty prompt's embedding: from the embed stage's table, else the fixed zeros."""
+        for table in sorted(EMBEDDINGS_DIR.glob("*/prompts.safetensors")):
+            prompts = json.loads((table.parent / "manifest.json").read_text())["prompts"]
+            if "" in prompts:
+                return load_file(str(table))["embeddings"][prompts.index("")][None].float()
+        return torch.zeros(1, 1, self.unet.config.cross_attention_dim)
+
+    @torch.no_grad()
+    def restore(self, blurred: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
+        """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3)."""
+        batch, height, width, _ = blurred.shape
+        pixels = torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device)
+        pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+        pad_y, pad_x = -height % self.multiple, -width % self.multiple
+        if pad_y or pad_x:
+            pixels = F.pad(pixels, (0, pad_x, 0, pad_y), mode="reflect" if min(height, width) > 1
+                           else "replicate")
+        condition = self._encode(pixels)
+        generator = torch.Generator().manual_seed(seed)
+        x0 = sample(self.unet, condition, self.prompt.expand(batch, -1, -1), self.params.model,
+                    steps, generator)
+        restored = self._decode(restored_from(x0, condition, self.params.model))
+        restored = restored[:, :, :height, :width]
+        restored = ((restored.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
+        return restored.permute(0, 2, 3, 1).cpu().numpy()
+
+    def _encode(self, pixels: torch.Tensor) -> torch.Tensor:
+        if self.vae is None:
+            return pixels
+        return self.vae.encode(pixels).latent_dist.mean * self.vae.config.scaling_factor
+
+    def _decode(self, signal: torch.Tensor) -> torch.Tensor:
+        if self.vae is None:
+            return signal
+        return self.vae.decode(signal / self.vae.config.scaling_factor).sample
+
+    def restore_images(self, images: list[np.ndarray], steps: int, seed: int = 0,
+                       batch_size: int = 8) -> list[np.ndarray]:
+        """Any number of uint8 (H, W, 3) images of any sizes, batched by size, in input order."""
+        out: list[np.ndarray | None] = [None] * len(images)
+        by_shape: dict[tuple, list[int]] = {}
+        for position, image in enumerate(images):
+            by_shape.setdefault(image.shape, []).append(position)
+        for positions in by_shape.values():
+            for start in range(0, len(positions), batch_size):
+                chunk = positions[start:start + batch_size]
+                restored = self.restore(np.stack([images[i] for i in chunk]), steps, seed)
+                for position, image in zip(chunk, restored):
+                    out[position] = image
+        return out
+
+
+def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, out_dir: Path,
+                  seed: int = 0) -> tuple[int, list[tuple[str, str]]]:
+    """Restores every image in `inputs` (files or folders) into out_dir as PNG, keeping relative
+    names; returns (restored count, [(path, reason) for each skipped file])."""
+    from tqdm import tqdm
+
+    from .images import load_rgb
+    from .index import find_images
+
+    files: list[tuple[Path, Path]] = []
+    skipped: list[tuple[str, str]] = []
+    for entry in map(Path, inputs):
+        if entry.is_dir():
+            files += [(path, path.relative_to(entry)) for path in find_images(entry)]
+        elif entry.is_file():
+            files.append((entry, Path(entry.name)))
+        else:
+            skipped.append((str(entry), "no such file or folder"))
+    if steps < 1:
+        raise UserError(f"--steps {steps}: must be at least 1")
+    restorer = Restorer(params, adapter)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    restored = 0
+    for path, relative in tqdm(files, desc="restore", unit="image", disable=None):
+        try:
+            image = load_rgb(path)
+        except (OSError, ValueError, SyntaxError) as error:
+            skipped.append((str(path), str(error) or type(error).__name__))
+            continue
+        result = restorer.restore(image[None], steps, seed)[0]
+        target = (out_dir / relative).with_suffix(".png")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(result).save(target)
+        restored += 1
+    return restored, skipped

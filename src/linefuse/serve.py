@@ -1,0 +1,100 @@
+"""`linefuse serve`: the restorer behind a small HTTP API (FastAPI, run by uvicorn).
+
+POST /restore takes an image upload (multipart field `file`) and returns the restored PNG; GET /health and GET /adapters
+describe the service. Uploads are size-checked while they are read and pixel-checked from the
+header before anything is decoded; the model is loaded once per adapter and kept.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+
+from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi.responses import JSONResponse, Response
+from PIL import Image, UnidentifiedImageError
+
+from .images import to_rgb
+from .params import Params
+from .restore import Restorer
+
+FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
+
+
+def create_app(params: Params, adapters_dir: Path) -> FastAPI:
+    settings = params.serve
+    max_bytes = int(settings.max_upload_mb * 1024 * 1024)
+    too_large = f"upload larger than serve.max_upload_mb ({settings.max_upload_mb:g} MB)"
+    default_adapter = params.train.order()[-1]
+    restorers: dict[str, Restorer] = {}
+    lock = threading.Lock()  # one restoration at a time: torch already uses every core
+
+    def adapters() -> list[str]:
+        return sorted(p.name for p in adapters_dir.glob("*") if (p / "adapter_config.json").is_file())
+
+    def restorer_for(name: str) -> Restorer:
+        if name not in restorers:
+            if name not in adapters():
+                raise HTTPException(422, f"unknown adapter {name!r}; GET /adapters lists them")
+            restorers[name] = Restorer(params, adapters_dir / name)
+        return restorers[name]
+
+    app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
+    if default_adapter in adapters():
+        restorer_for(default_adapter)
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok", "default_adapter": default_adapter, "loaded": sorted(restorers)}
+
+    @app.get("/adapters")
+    def list_adapters() -> dict:
+        return {"adapters": adapters(), "default": default_adapter}
+
+    @app.middleware("http")
+    async def refuse_large_bodies(request: Request, call_next):
+        """413 from the declared length, before the body is read at all."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes + FORM_OVERHEAD:
+            return JSONResponse({"detail": too_large}, status_code=413)
+        return await call_next(request)
+
+    @app.post("/restore", response_class=Response,
+              responses={200: {"content": {"image/png": {}}}, 413: {}, 422: {}})
+    async def restore(file: UploadFile = File(..., description="the blurred image"),
+                      steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
+                      seed: int = Query(0, ge=0),
+                      adapter: str = Query(default_adapter)) -> Response:
+        if file.size is not None and file.size > max_bytes:
+            raise HTTPException(413, too_large)
+        data = await file.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise HTTPException(413, too_large)
+        if not data:
+            raise HTTPException(422, "empty upload; send an image file")
+        image = _decode_limited(data, settings.max_pixels)
+        model = restorer_for(adapter)
+        with lock:
+            restored = model.restore(image[None], steps, seed)[0]
+        buffer = io.BytesIO()
+        Image.fromarray(restored).save(buffer, format="PNG")
+        return Response(buffer.getvalue(), media_type="image/png")
+
+    return app
+
+
+def _decode_limited(data: bytes, max_pixels: int):
+    """Pixels from the header are checked before anything is decoded."""
+    try:
+        image = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise HTTPException(422, "not an image: send a PNG, JPEG, TIFF or WebP file") from None
+    width, height = image.size
+    if width * height > max_pixels:
+        raise HTTPException(413, f"{width}x{height} image exceeds serve.max_pixels={max_pixels}")
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as error:
+        raise HTTPException(422, f"corrupt image: {error}") from None
+    return to_rgb(image)

@@ -1,0 +1,191 @@
+"""evaluate, restore and serve: metrics that agree with scikit-image, a model that beats its input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+from skimage.color import rgb2ycbcr
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from conftest import LEVELS, run_cli, tiny_params, write_params
+from linefuse.baselines import baselines
+from linefuse.chart_metrics import chart_errors
+from linefuse.metrics import psnr, ssim
+from linefuse.params import DOMAINS, BaselineParams, MetricParams
+from linefuse.readers import LmdbPairs
+
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _noisy_pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    sharp = rng.integers(0, 256, (40, 52, 3), dtype=np.uint8)
+    noise = rng.normal(0, 12, sharp.shape)
+    return np.clip(sharp + noise, 0, 255).astype(np.uint8), sharp
+
+
+def test_psnr_and_ssim_agree_with_scikit_image():
+    test, reference = _noisy_pair()
+    rgb = MetricParams(color="rgb", crop_border=0)
+    assert abs(psnr(test, reference, rgb) - peak_signal_noise_ratio(reference, test)) < 1e-3
+    expected = structural_similarity(reference, test, channel_axis=2, data_range=255,
+                                     gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
+    assert abs(ssim(test, reference, rgb) - expected) < 1e-4
+
+    y = MetricParams(color="y", crop_border=4)
+    y_ref, y_test = (rgb2ycbcr(image)[4:-4, 4:-4, 0] for image in (reference, test))
+    assert abs(psnr(test, reference, y) - peak_signal_noise_ratio(y_ref, y_test, data_range=255)) < 1e-3
+    expected = structural_similarity(y_ref, y_test, data_range=255, gaussian_weights=True,
+                                     sigma=1.5, use_sample_covariance=False)
+    assert abs(ssim(test, reference, y) - expected) < 1e-4
+
+
+def test_baselines_improve_over_the_input_on_gaussian_easy(tiny_project):
+    pairs = LmdbPairs(tiny_project / "data/shards/easy", "test")
+    settings, metric = BaselineParams(), MetricParams()
+    gains = {"wiener": [], "richardson_lucy": [], "unsharp": []}
+    for index in range(len(pairs)):
+        blurred, sharp, meta = pairs[index]
+        if meta["domain"] != "gaussian":
+            continue
+        for name, image in baselines(blurred, "gaussian", meta["params"], settings).items():
+            gains[name].append(psnr(image, sharp, metric) - psnr(blurred, sharp, metric))
+    pairs.close()
+    assert all(len(values) >= 2 for values in gains.values())
+    assert np.mean(gains["wiener"]) > 0.5 and np.mean(gains["richardson_lucy"]) > 0.5, gains
+    assert set(baselines(blurred, "compression", {"quality": 50}, settings)) == {"unsharp"}
+
+
+def test_chart_errors_see_a_moved_peak():
+    sharp = np.full((60, 80, 3), 255, np.uint8)
+    columns = np.arange(80)
+    heights = (50 - 40 * np.exp(-((columns - 30) / 4.0) ** 2)).astype(int)
+    sharp[heights, columns] = 0
+    assert chart_errors(sharp, sharp) == {"peak_position_error_px": 0.0, "integral_error": 0.0}
+    moved = np.roll(sharp, 6, axis=1)
+    errors = chart_errors(moved, sharp)
+    assert errors["peak_position_error_px"] == pytest.approx(6.0)
+
+
+@pytest.fixture(scope="module")
+def evaluated(trained_project, tmp_path_factory) -> Path:
+    project = tmp_path_factory.mktemp("evaluated") / "project"
+    shutil.copytree(trained_project, project, symlinks=True)
+    assert run_cli(project, "evaluate") == 0
+    return project
+
+
+def test_eval_json_has_the_shape_dvc_shows(evaluated):
+    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    steps = tiny_params()["eval"]["steps"]
+    models = {f"model_s{n}" for n in steps}
+    for metric in ("psnr", "ssim"):
+        assert set(report[metric]) == set(DOMAINS)
+        for domain, by_level in report[metric].items():
+            assert set(by_level) == set(LEVELS)
+            for cell in by_level.values():
+                kernel = domain not in ("compression", "lowres")
+                expected = {"input", "unsharp"} | models | ({"wiener", "richardson_lucy"} if kernel else set())
+                assert set(cell) == expected
+                assert all(isinstance(v, float) for v in cell.values())
+    assert set(report["latency_ms_per_image"]) == {f"s{n}" for n in steps}
+    assert report["latency_ms_per_image"]["s50"] > report["latency_ms_per_image"]["s1"] > 0
+    for name in ("psnr_by_domain_level.csv", "psnr_vs_steps.csv", "training_curves.csv"):
+        assert (evaluated / "plots" / name).read_text().count("\n") > 3
+    grid = Image.open(evaluated / "reports/samples.png")
+    assert grid.height >= len(DOMAINS) * len(LEVELS) * 48 and grid.width == 3 * 48
+
+
+def test_restore_cli_restores_any_size_and_skips_bad_files(trained_project, tmp_path, capsys):
+    inputs = tmp_path / "in"
+    (inputs / "sub").mkdir(parents=True)
+    odd = np.random.default_rng(0).integers(0, 256, (37, 50, 3), dtype=np.uint8)
+    Image.fromarray(odd).save(inputs / "odd.png")
+    Image.fromarray(odd[:20, :33]).save(inputs / "sub" / "small.jpg")
+    (inputs / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    out = tmp_path / "out"
+    code = run_cli(trained_project, "restore", str(inputs), "--adapter",
+                   str(trained_project / "models/lora/hard"), "--steps", "2", "--out", str(out))
+    assert code == 0
+    assert Image.open(out / "odd.png").size == (50, 37)
+    assert Image.open(out / "sub" / "small.png").size == (33, 20)
+    err = capsys.readouterr().err
+    assert "skipped" in err and "broken.png" in err
+    assert not (out / "broken.png").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(trained_project, tmp_path_factory):
+    project = tmp_path_factory.mktemp("serve") / "project"
+    shutil.copytree(trained_project, project, symlinks=True)
+    params = tiny_params()
+    params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10)
+    write_params(project, params)
+    port = _free_port()
+    process = subprocess.Popen(["linefuse", "serve", "--port", str(port)], cwd=project, env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(process.stderr.read().decode()[-2000:])
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def _png(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_http_service_restores_and_refuses_bad_requests(server):
+    health = httpx.get(f"{server}/health").json()
+    assert health["status"] == "ok" and health["default_adapter"] == "hard"
+    assert httpx.get(f"{server}/adapters").json()["adapters"] == ["easy", "hard", "medium"]
+
+    image = np.full((40, 56, 3), 255, np.uint8)
+    image[20, :] = 0
+    answer = httpx.post(f"{server}/restore", params={"steps": 2, "adapter": "easy"},
+                        files={"file": ("chart.png", _png(image), "image/png")}, timeout=60)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+    assert Image.open(io.BytesIO(answer.content)).size == (56, 40)
+
+    def post(payload: bytes, **query) -> httpx.Response:
+        return httpx.post(f"{server}/restore", params=query, timeout=60,
+                          files={"file": ("x.png", payload, "image/png")})
+
+    assert post(b"plain text, not an image").status_code == 422
+    assert post(_png(image), steps=0).status_code == 422
+    assert post(_png(image), steps=11).status_code == 422
+    assert post(_png(image), adapter="nope").status_code == 422
+    assert post(_png(np.zeros((400, 400, 3), np.uint8))).status_code == 413  # 160000 px
+    noise = np.random.default_rng(0).integers(0, 256, (150, 150, 3), dtype=np.uint8)
+    assert post(_png(noise)).status_code == 413  # about 67 KB > 0.05 MB
+    assert httpx.post(f"{server}/restore", timeout=60).status_code == 422  # no file at all
