@@ -240,3 +240,21 @@ def test_training_variants_run_and_learn(trained_project, tmp_path, variant):
     assert metrics["steps"] == 10 and torch.isfinite(torch.tensor(metrics["final_loss"]))
     weights = _adapter(project)
     assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)
+
+
+def test_memory_warning_names_the_key(tmp_path, caplog):
+    from linefuse.telemetry import StepLogger
+
+    logger = StepLogger(tmp_path, "train@easy", every=1, memory_warn_fraction=1e-6,
+                        device=torch.device("cpu"), enabled=True, resume=False)
+    logger.add({"loss": 0.5}, samples=8, data_wait_s=0.01)
+    with caplog.at_level("WARNING", logger="linefuse"):
+        record = logger.flush(step=1, lr=1e-3)
+        logger.flush(step=2, lr=1e-3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "optim.memory_warn_fraction" in warnings[0]
+    assert record["peak_rss_mb"] > 50 and record["loss"] == 0.5
+    logger.close({"steps": 2})
+    lines = (tmp_path / "steps.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2]
+    assert (tmp_path / "dvclive/plots/metrics/train/loss.tsv").is_file()
