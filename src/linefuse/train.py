@@ -217,7 +217,7 @@ def run(params: Params, job: Job) -> dict:
                 if not torch.isfinite(loss):
                     kept = store.latest()
                     raise TrainingDiverged(
-                        f"{job.name}: loss became {float(loss)} at step {step + 1}; "
+                        f"{job.name}: loss became {float(loss.detach())} at step {step + 1}; "
                         f"{'kept the checkpoint at step %d' % kept[1] if kept else 'no checkpoint yet'}"
                         f"; lower the learning rate or use optim.precision: fp32")
                 accelerator.backward(loss)
