@@ -12,13 +12,10 @@ import logging
 import sys
 from pathlib import Path
 
-from .params import Params, ParamsError, load_params
+from .params import EMBEDDINGS_DIR, INDEX_DIR, SHARDS_DIR, Params, ParamsError, load_params
 from .stage import UserError, atomic_dir, default_workers, stage, write_json
 
 GENERATED_DIR = Path("data/source")
-INDEX_DIR = Path("data/index")
-SHARDS_DIR = Path("data/shards")
-EMBEDDINGS_DIR = Path("data/embeddings")
 METRICS_DIR = Path("metrics")
 DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM}
 

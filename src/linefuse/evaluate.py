@@ -23,13 +23,12 @@ from tqdm import tqdm
 from .baselines import baselines
 from .chart_metrics import chart_errors
 from .metrics import psnr, ssim
-from .params import LORA_DIR, Params
+from .params import LORA_DIR, SHARDS_DIR, Params
 from .readers import LmdbPairs
 from .restore import Restorer
 from .stage import atomic_file, write_json
 
 log = logging.getLogger("linefuse")
-SHARDS_DIR = Path("data/shards")
 PLOTS_DIR = Path("plots")
 SAMPLES_PNG = Path("reports/samples.png")
 

@@ -324,6 +324,10 @@ class CurriculumLevel(Strict):
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
 
 
+# Where the stages write, shared by every module that reads another stage's output.
+INDEX_DIR = Path("data/index")
+SHARDS_DIR = Path("data/shards")
+EMBEDDINGS_DIR = Path("data/embeddings")
 BASE_DIR = "models/base"
 LORA_DIR = "models/lora"
 

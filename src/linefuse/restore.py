@@ -17,11 +17,11 @@ from peft import PeftModel
 from safetensors.torch import load_file
 
 from .diffusion import restored_from, sample
+from .embed import normalise
 from .model import load_base
-from .params import BASE_DIR, Params
+from .params import BASE_DIR, EMBEDDINGS_DIR, Params
 from .stage import UserError
 
-EMBEDDINGS_DIR = Path("data/embeddings")
 
 
 class Restorer:
@@ -62,8 +62,7 @@ class Restorer:
     def restore(self, blurred: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
         """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3)."""
         batch, height, width, _ = blurred.shape
-        pixels = torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device)
-        pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+        pixels = normalise(torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device))
         pad_y, pad_x = -height % self.multiple, -width % self.multiple
         if pad_y or pad_x:
             pixels = F.pad(pixels, (0, pad_x, 0, pad_y), mode="reflect" if min(height, width) > 1

@@ -25,14 +25,12 @@ from .checkpoints import CheckpointStore, fingerprint
 from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
 from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
                     save_adapter, save_base, unet_config)
-from .params import BASE_DIR, LORA_DIR, Params
+from .params import BASE_DIR, EMBEDDINGS_DIR, LORA_DIR, SHARDS_DIR, Params
 from .stage import UserError, atomic_dir, write_json
 from .telemetry import StepLogger, peak_memory_mb
 from .trainset import BatchStream, map_dataset, shard_stream_urls
 
 log = logging.getLogger("linefuse")
-EMBEDDINGS_DIR = Path("data/embeddings")
-SHARDS_DIR = Path("data/shards")
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 

@@ -16,15 +16,14 @@ from pathlib import Path
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Sampler
 
-from .embed import EmbeddedPairs
+from .embed import EmbeddedPairs, normalise
 from .params import LoaderParams
 from .readers import LmdbPairs, shard_urls, webdataset_pairs
 
 
 def normalise_pair(blurred, sharp) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 (H, W, 3) arrays -> float32 (3, H, W) tensors in [-1, 1], as the embed stage stores."""
-    to_tensor = lambda a: torch.from_numpy(a).permute(2, 0, 1).float() / 127.5 - 1.0  # noqa: E731
-    return to_tensor(blurred), to_tensor(sharp)
+    return normalise(torch.from_numpy(blurred)[None])[0], normalise(torch.from_numpy(sharp)[None])[0]
 
 
 class PixelPairs:
