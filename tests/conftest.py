@@ -24,7 +24,7 @@ def tiny_params() -> dict:
     params["shards"].update(crop=32, patches_per_image=2, eval_crop=48, samples_per_shard=16)
     params["embed"].update(batch_size=16)
     params["optim"].update(batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5)
-    params["pretrain"]["steps"] = 40
+    params["pretrain"]["steps"] = 160
     for level in params["train"]["curriculum"].values():
         level["steps"] = 10
     return params

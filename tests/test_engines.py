@@ -76,7 +76,7 @@ def test_both_engines_declare_the_same_stages():
     for declared in from_snakemake.values():
         declared["cmd"] = declared["cmd"].replace(" --workers {threads}", "")
     assert from_snakemake == dvc_declarations(ROOT)
-    assert set(from_snakemake) == {"generate", "index", "pretrain", "evaluate",
+    assert set(from_snakemake) == {"generate", "index", "pretrain", "train_domains", "evaluate",
                                    *(f"{name}@{level}" for name in ("shard", "embed", "train")
                                      for level in LEVELS)}
 
@@ -119,7 +119,7 @@ def ran_dvc_stages(log: str) -> list[str]:
 
 ALL_STAGES = ["generate", "index", *(f"shard@{level}" for level in LEVELS),
               *(f"embed@{level}" for level in LEVELS), "pretrain",
-              *(f"train@{level}" for level in LEVELS), "evaluate"]
+              *(f"train@{level}" for level in LEVELS), "train_domains", "evaluate"]
 
 
 def dry_run_dvc(project: Path) -> list[str]:
@@ -130,7 +130,7 @@ def dry_run_snakemake(project: Path) -> list[str]:
     log = run(project, "snakemake", "--cores", "2", "--dry-run")
     jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M)
     plain = [name for name in re.findall(r"^(?:local)?rule (\w+):", log, re.M)
-             if name in ("generate", "index", "pretrain", "evaluate")]
+             if name in ("generate", "index", "pretrain", "train_domains", "evaluate")]
     return sorted([f"{name}@{level}" for name, level in jobs] + plain)
 
 
@@ -173,4 +173,5 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(t
     # has changed; Snakemake plans that downstream up front.
     assert dry_run_dvc(by_dvc) == ["shard@hard"]
     assert dry_run_snakemake(by_snakemake) == [
-        "embed@hard", "evaluate", "pretrain", "shard@hard", "train@easy", "train@hard", "train@medium"]
+        "embed@hard", "evaluate", "pretrain", "shard@hard", "train@easy", "train@hard", "train@medium",
+        "train_domains"]

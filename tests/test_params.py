@@ -35,6 +35,16 @@ MUTATIONS = [
      "greater than or equal"),
     ("quality out of range", lambda p: p["degrade"]["compression"]["hard"].update(quality=[0, 55]),
      "degrade.compression.hard.quality", ">= 1"),
+    ("per-domain adapter for an unknown domain",
+     lambda p: p["train"]["per_domain"].update(domains=["gaussian", "fog"]),
+     "train.per_domain.domains", "accepts gaussian"),
+    ("one merge weight per domain",
+     lambda p: p["train"]["per_domain"].update(domains=["gaussian", "scan"], weights=[1.0]),
+     "train.per_domain.weights", "one per domain"),
+    ("unknown adapters mode", lambda p: p["train"].update(adapters="per_level"),
+     "train.adapters", "curriculum"),
+    ("unknown sampler start", lambda p: p["model"].update(sample_start="zeros"),
+     "model.sample_start", "mean"),
 ]
 
 

@@ -261,3 +261,47 @@ def test_memory_warning_names_the_key(tmp_path, caplog):
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2]
     assert (tmp_path / "dvclive/plots/metrics/train/loss.tsv").is_file()
+
+
+def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_project, tmp_path):
+    """train.adapters: per_domain -> one adapter per domain, trained on that domain's samples
+    only, and a `cat` merge whose update is exactly the weighted sum of theirs."""
+    from linefuse.domains import domain_adapters
+    from linefuse.trainset import map_dataset
+
+    project = _copy_project(trained_project, tmp_path / "domains")
+    params = tiny_params()
+    assert run_cli(project, "train-domains") == 0  # curriculum mode: a manifest listing none
+    assert domain_adapters(project / "models/domains") == {"adapters": {}, "combined": None}
+
+    domains, weights = ["gaussian", "compression"], [0.75, 0.5]
+    params["train"].update(adapters="per_domain")
+    params["train"]["per_domain"].update(domains=domains, steps=5, weights=weights)
+    write_params(project, params)
+    assert run_cli(project, "train-domains") == 0
+    found = domain_adapters(project / "models/domains")
+    assert set(found["adapters"]) == set(domains) and found["combined"] is not None
+
+    dirs = [project / "data/embeddings" / level for level in LEVELS]
+    everything = map_dataset("embeddings", dirs, "train")
+    gaussian = map_dataset("embeddings", dirs, "train", "gaussian")
+    keys = [key for part in everything.datasets for key in part.keys]
+    assert len(gaussian) == sum("_gaussian_" in key for key in keys) == len(keys) // 5
+    assert all("_gaussian_" in part.dataset.keys[i]
+               for part in gaussian.datasets for i in part.indices)
+    seen = json.loads((project / "logs/train/domains/gaussian/rank0.json").read_text())
+    assert seen["samples_seen"] == 5 * params["optim"]["batch_size"]
+
+    def merged(adapter: Path) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            unet = PeftModel.from_pretrained(load_base(project / "models/base"), str(adapter))
+            return {k: v.clone() for k, v in unet.merge_and_unload().state_dict().items()}
+
+    base = load_base(project / "models/base").state_dict()
+    own = {domain: merged(found["adapters"][domain]) for domain in domains}
+    combined = merged(found["combined"])
+    changed = [k for k in base if not torch.equal(own["gaussian"][k], base[k])]
+    assert changed and all(k.startswith("up_blocks.") for k in changed)
+    for key in changed:
+        expected = base[key] + sum(w * (own[d][key] - base[key]) for d, w in zip(domains, weights))
+        torch.testing.assert_close(combined[key], expected, atol=1e-6, rtol=1e-5)

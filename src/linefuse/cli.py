@@ -106,6 +106,18 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
         written += [job.out_dir, job.metrics_path]
 
 
+def run_train_domains(params: Params, args: argparse.Namespace) -> None:
+    from .domains import LOG_DIR, METRICS_PATH, train_domain_adapters
+    from .params import DOMAIN_ADAPTERS_DIR
+
+    if params.train.adapters == "per_domain" and not Path("models/base").is_dir():
+        raise UserError("models/base is missing; run the stage that writes it first "
+                        "(dvc repro, or snakemake models/base)")
+    with stage("train_domains") as written:
+        train_domain_adapters(params)
+        written += [DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
+
+
 def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     from .evaluate import evaluate
 
@@ -173,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("pretrain", run_pretrain, "train the tiny base UNet on every level (or widen a pretrained one)")
     add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
         "--level", required=True, help="a name from train.curriculum")
+    add("train-domains", run_train_domains, "with train.adapters: per_domain, one LoRA adapter "
+        "per blur domain and their weighted merge")
     add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
     restore = add("restore", run_restore, "restore image files or folders of any size")
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")

@@ -60,14 +60,24 @@ def weighted_loss(prediction: torch.Tensor, target: torch.Tensor,
 @torch.no_grad()
 def sample(unet, condition: torch.Tensor, prompt_embeds: torch.Tensor, model: ModelParams,
            steps: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """x0 from pure noise in `steps` deterministic DDIM steps, conditioned on `condition`."""
+    """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`.
+
+    `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
+    the blurred input itself), so a restoration is one deterministic estimate; on the earlier
+    300-step default model (6 test crops per cell, 4 steps) it raised the mean PSNR gain from
+    +2.70 to +3.03 dB over a random start, whose leftover noise cost up to 1.3 dB on near-clean
+    JPEG inputs. `noise` starts from a seeded draw, for varied samples.
+    """
     scheduler = DDIMScheduler(num_train_timesteps=model.train_timesteps,
                               beta_schedule=model.beta_schedule,
                               prediction_type=model.prediction_type, clip_sample=False,
                               set_alpha_to_one=True, timestep_spacing="trailing")
     scheduler.set_timesteps(steps)
-    latents = torch.randn(condition.shape, generator=generator, dtype=condition.dtype)
-    latents = latents.to(condition.device)
+    if model.sample_start == "mean":
+        latents = torch.zeros_like(condition)
+    else:
+        latents = torch.randn(condition.shape, generator=generator, dtype=condition.dtype)
+        latents = latents.to(condition.device)
     for timestep in scheduler.timesteps:
         batch_t = torch.full((condition.shape[0],), int(timestep), device=condition.device)
         output = predict(unet, latents, condition, batch_t, prompt_embeds)

@@ -2,7 +2,8 @@
 
 On the test split of every level: the blurred input, Wiener and Richardson-Lucy (with the kernel
 the degradation used), unsharp masking, and the final curriculum adapter at every sampler step
-count in `eval.steps`, with its latency. Charts also get LineFuse's peak-position and integral
+count in `eval.steps`, with its latency; with per-domain adapters (train_domains), also each
+domain's own adapter and their weighted merge. Charts also get LineFuse's peak-position and integral
 errors. Writes metrics/eval.json (keys such as psnr.gaussian.hard.model_s25), plots/*.csv and
 reports/samples.png.
 """
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from .baselines import baselines
 from .chart_metrics import chart_errors
+from .domains import domain_adapters
 from .metrics import psnr, ssim
 from .params import LORA_DIR, SHARDS_DIR, Params
 from .readers import LmdbPairs
@@ -56,6 +58,9 @@ def evaluate(params: Params) -> dict:
     final = params.train.order()[-1]
     restorer = Restorer(params, Path(LORA_DIR) / final)
     steps_list, settings = params.eval.steps, params.eval.metric
+    extra = domain_adapters()
+    by_domain = {domain: Restorer(params, path) for domain, path in extra["adapters"].items()}
+    combined = Restorer(params, extra["combined"]) if extra["combined"] else None
     scores = {"psnr": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
               "ssim": defaultdict(lambda: defaultdict(lambda: defaultdict(list)))}
     chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
@@ -77,11 +82,13 @@ def evaluate(params: Params) -> dict:
                 blurred_images, steps, params.eval.seed, params.eval.batch_size)
             model_seconds[steps] += time.perf_counter() - started
             model_images[steps] += len(pairs)
+        outputs |= _adapter_outputs(pairs, by_domain, combined, shown_steps, params)
         for index, (blurred, sharp, meta) in enumerate(pairs):
             domain = meta["domain"]
             methods = {"input": blurred, **baselines(blurred, domain, meta["params"],
                                                      params.eval.baselines)}
-            methods |= {name: images[index] for name, images in outputs.items()}
+            methods |= {name: images[index] for name, images in outputs.items()
+                        if images[index] is not None}
             for name, image in methods.items():
                 scores["psnr"][domain][level][name].append(psnr(image, sharp, settings))
                 scores["ssim"][domain][level][name].append(ssim(image, sharp, settings))
@@ -108,19 +115,52 @@ def evaluate(params: Params) -> dict:
     return report
 
 
+def _adapter_outputs(pairs: list[tuple], by_domain: dict, combined, steps: int,
+                     params: Params) -> dict[str, list]:
+    """With per-domain adapters (train_domains): each domain's own adapter on its samples
+    (model_domain_sN) and the weighted merge on all (model_combined_sN); None where not run."""
+    outputs: dict[str, list] = {}
+    blurred = [pair[0] for pair in pairs]
+    if by_domain:
+        own: list = [None] * len(pairs)
+        for domain, restorer in by_domain.items():
+            mine = [i for i, pair in enumerate(pairs) if pair[2]["domain"] == domain]
+            restored = restorer.restore_images([blurred[i] for i in mine], steps,
+                                               params.eval.seed, params.eval.batch_size)
+            for i, image in zip(mine, restored):
+                own[i] = image
+        outputs[f"model_domain_s{steps}"] = own
+    if combined is not None:
+        outputs[f"model_combined_s{steps}"] = combined.restore_images(
+            blurred, steps, params.eval.seed, params.eval.batch_size)
+    return outputs
+
+
 def _summary(report: dict, levels: list[str], steps: int) -> dict:
-    """The headline: mean PSNR gain of the model over the input and over the best baseline."""
-    gains, margins = [], []
+    """The headline: mean PSNR gain of the model over the input, its smallest cell, and the
+    margin over the best classical baseline, per cell and per domain (means over its levels)."""
+    model, classical = f"model_s{steps}", ("wiener", "richardson_lucy", "unsharp")
+    gains, margins, domain_margins = [], [], []
     for by_level in report["psnr"].values():
-        for level in levels:
-            cell = by_level.get(level)
-            if not cell:
-                continue
-            gains.append(cell[f"model_s{steps}"] - cell["input"])
-            best = max(v for k, v in cell.items() if k in ("wiener", "richardson_lucy", "unsharp"))
-            margins.append(cell[f"model_s{steps}"] - best)
-    return {f"psnr_gain_s{steps}": _mean(gains), f"min_psnr_gain_s{steps}": round(min(gains), 4),
-            f"min_margin_over_best_baseline_s{steps}": round(min(margins), 4)}
+        cells = [by_level[level] for level in levels if level in by_level]
+        if not cells:
+            continue
+        gains += [cell[model] - cell["input"] for cell in cells]
+        margins += [cell[model] - max(v for k, v in cell.items() if k in classical)
+                    for cell in cells]
+        best_baseline = max(np.mean([cell[name] for cell in cells]) for name in classical
+                            if all(name in cell for cell in cells))
+        domain_margins.append(np.mean([cell[model] for cell in cells]) - best_baseline)
+    summary = {f"psnr_gain_s{steps}": _mean(gains), f"min_psnr_gain_s{steps}": round(min(gains), 4),
+               f"min_margin_over_best_baseline_s{steps}": round(min(margins), 4),
+               f"min_domain_margin_over_best_baseline_s{steps}": round(float(min(domain_margins)), 4)}
+    for kind in ("domain", "combined"):
+        name = f"model_{kind}_s{steps}"
+        extra = [cell[name] - cell["input"] for by_level in report["psnr"].values()
+                 for cell in by_level.values() if name in cell]
+        if extra:
+            summary[f"psnr_gain_{kind}_s{steps}"] = _mean(extra)
+    return summary
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:

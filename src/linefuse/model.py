@@ -154,11 +154,11 @@ def save_adapter(model: peft.PeftModel, folder: Path) -> None:
     seed; sorted, the same training gives the same file and DVC's cache hits.
     """
     model.save_pretrained(folder)
-    config_path = Path(folder) / "adapter_config.json"
-    config = json.loads(config_path.read_text())
-    if isinstance(config.get("target_modules"), list):
-        config["target_modules"] = sorted(config["target_modules"])
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    for config_path in Path(folder).rglob("adapter_config.json"):  # nested: non-default names
+        config = json.loads(config_path.read_text())
+        if isinstance(config.get("target_modules"), list):
+            config["target_modules"] = sorted(config["target_modules"])
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def quantize_frozen(unet: nn.Module, scheme: str | None) -> None:

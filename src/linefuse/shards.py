@@ -65,6 +65,11 @@ def sample_key(image_id: str, domain: str, patch: int) -> str:
     return f"{image_id}_{domain}_{patch:03d}"
 
 
+def key_domain(key: str) -> str:
+    """The blur domain of a sample key written by sample_key (image ids hold no underscore)."""
+    return key.split("_")[1]
+
+
 def crop_windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
     """Crop windows (top, left, size_y, size_x): random train patches or one centred crop."""
     shards = params.shards

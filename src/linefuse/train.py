@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 
 from .checkpoints import CheckpointStore, fingerprint
 from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
+from .embed import EmbeddedPairs
 from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
                     save_adapter, save_base, unet_config)
 from .params import BASE_DIR, EMBEDDINGS_DIR, LORA_DIR, SHARDS_DIR, Params
@@ -52,6 +53,7 @@ class Job:
     lora: bool
     init_adapter: Path | None = None
     unfreeze_blocks: list[str] = field(default_factory=list)
+    domain: str | None = None
     settings: dict = field(default_factory=dict)
 
 
@@ -68,14 +70,27 @@ def train_job(params: Params, level: str) -> Job:
     unfreeze = params.train.unfreeze
     hybrid = unfreeze.level is not None and order.index(level) >= order.index(unfreeze.level)
     return Job(name=f"train@{level}", steps=params.train.curriculum[level].steps,
-               lr=params.train.curriculum[level].lr, levels=[level],
+               lr=params.train.curriculum[level].lr, levels=params.train.training_levels(level),
                out_dir=Path(LORA_DIR) / level, metrics_path=Path(f"metrics/train/{level}.json"),
                log_dir=Path("logs/train") / level, lora=True,
                init_adapter=Path(LORA_DIR) / before if before else None,
                unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
                settings={**params.model_dump(include={"model", "optim"}),
                          "lora": params.train.lora.model_dump(), "level": level,
+                         "replay": params.train.replay,
                          "curriculum": params.train.curriculum[level].model_dump()})
+
+
+def domain_job(params: Params, domain: str, out_dir: Path) -> Job:
+    """One per-domain adapter: on the base, over that domain's samples of every level."""
+    per_domain = params.train.per_domain
+    log_dir = Path("logs/train/domains") / domain
+    return Job(name=f"train_domains@{domain}", steps=per_domain.steps, lr=per_domain.lr,
+               levels=list(params.degrade.levels), out_dir=out_dir,
+               metrics_path=log_dir / "metrics.json", log_dir=log_dir, lora=True, domain=domain,
+               settings={**params.model_dump(include={"model", "optim"}),
+                         "lora": params.train.lora.model_dump(), "domain": domain,
+                         "per_domain": per_domain.model_dump(include={"steps", "lr"})})
 
 
 def _accelerator(params: Params, state_dir: Path) -> Accelerator:
@@ -112,9 +127,8 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
             if not manifest.is_file():
                 raise UserError(f"{manifest.parent} is missing; run `linefuse embed --level "
                                 f"{manifest.parent.name}` first")
-        dataset = map_dataset(reader, dirs, "train")
-        first = dataset.datasets[0] if hasattr(dataset, "datasets") else dataset
-        prompts = first.prompt_embeddings()
+        dataset = map_dataset(reader, dirs, "train", job.domain)
+        prompts = EmbeddedPairs(dirs[0], "train").prompt_embeddings()
         channels = json.loads(manifests[0].read_text())["channels"]
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
                              params.optim.seed, dataset=dataset)
@@ -127,7 +141,10 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
     null_prompt = torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
     if reader == "lmdb":
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
-                             params.optim.seed, dataset=map_dataset(reader, dirs, "train"))
+                             params.optim.seed, dataset=map_dataset(reader, dirs, "train", job.domain))
+    elif job.domain is not None:
+        raise UserError("loader.reader: webdataset streams every domain; per-domain adapters "
+                        "(train.adapters: per_domain) need loader.reader: embeddings or lmdb")
     else:
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
                              params.optim.seed, urls=shard_stream_urls(dirs, "train"))
@@ -290,7 +307,7 @@ def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, d
     dirs = [EMBEDDINGS_DIR / level for level in job.levels]
     if not all((d / "val.safetensors").is_file() for d in dirs):
         return None
-    dataset = map_dataset("embeddings", dirs, "val")
+    dataset = map_dataset("embeddings", dirs, "val", job.domain)
     model.eval()
     losses = []
     for start in range(0, len(dataset), params.optim.batch_size):

@@ -14,11 +14,12 @@ from itertools import count
 from pathlib import Path
 
 import torch
-from torch.utils.data import ConcatDataset, DataLoader, Sampler
+from torch.utils.data import ConcatDataset, DataLoader, Sampler, Subset
 
 from .embed import EmbeddedPairs, normalise
 from .params import LoaderParams
 from .readers import LmdbPairs, shard_urls, webdataset_pairs
+from .shards import key_domain
 
 
 def normalise_pair(blurred, sharp) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,6 +32,7 @@ class PixelPairs:
 
     def __init__(self, level_dir: Path, split: str):
         self.pairs = LmdbPairs(level_dir, split)
+        self.keys = [key.decode() for key in self.pairs.keys]
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -92,10 +94,14 @@ class EpochShuffle(Sampler):
         return iter(torch.randperm(self.length, generator=generator).tolist())
 
 
-def map_dataset(reader: str, level_dirs: list[Path], split: str):
-    """One map-style dataset over the given levels (embedding dirs or shard dirs)."""
+def map_dataset(reader: str, level_dirs: list[Path], split: str, domain: str | None = None):
+    """One map-style dataset over the given levels (embedding dirs or shard dirs), optionally
+    only the samples of one blur domain."""
     kind = EmbeddedPairs if reader == "embeddings" else PixelPairs
     parts = [kind(level_dir, split) for level_dir in level_dirs]
+    if domain is not None:
+        parts = [Subset(part, [i for i, key in enumerate(part.keys) if key_domain(key) == domain])
+                 for part in parts]
     return parts[0] if len(parts) == 1 else ConcatDataset(parts)
 
 

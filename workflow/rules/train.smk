@@ -42,7 +42,7 @@ rule pretrain:
 
 rule train:
     input:
-        "data/embeddings/{level}",
+        expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
         curriculum_init,
         TRAIN_CODE,
@@ -57,6 +57,7 @@ rule train:
             "optim",
             "train.lora",
             "train.unfreeze",
+            "train.replay",
             "train.curriculum.{level}",
         ),
     threads: workflow.cores
@@ -66,14 +67,43 @@ rule train:
         "linefuse train --level {wildcards.level}"
 
 
+rule train_domains:
+    input:
+        expand("data/embeddings/{level}", level=LEVELS),
+        "models/base",
+        "src/linefuse/domains.py",
+        TRAIN_CODE,
+    output:
+        directory("models/domains"),
+        directory("logs/train/domains"),
+        "metrics/train/domains.json",
+    params:
+        tracked=tracked(
+            "model",
+            "loader",
+            "optim",
+            "degrade.levels",
+            "train.lora",
+            "train.adapters",
+            "train.per_domain",
+        ),
+    threads: workflow.cores
+    resources:
+        gpus=1,
+    shell:
+        "linefuse train-domains"
+
+
 rule evaluate:
     input:
         expand("data/shards/{level}", level=LEVELS),
         "models/base",
         f"models/lora/{CURRICULUM_ORDER[-1]}",
+        "models/domains",
         "logs/pretrain",
         expand("logs/train/{level}", level=CURRICULUM),
         "src/linefuse/evaluate.py",
+        "src/linefuse/domains.py",
         "src/linefuse/restore.py",
         "src/linefuse/baselines.py",
         "src/linefuse/metrics.py",

@@ -1,0 +1,90 @@
+"""train_domains: one LoRA adapter per blur domain, and their weighted merge.
+
+With `train.adapters: per_domain`, each domain in train.per_domain.domains gets its own adapter
+on the base, trained on that domain's samples of every level (the LineFuse report's Gaussian,
+Scan and Compression LoRAs); peft's add_weighted_adapter then merges them into one `combined`
+adapter. evaluate scores each domain with its own adapter and every domain with the combined one.
+With `train.adapters: curriculum` the stage writes only a manifest saying there are none, so the
+stage graph is the same in both modes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from .params import BASE_DIR, DOMAIN_ADAPTERS_DIR, Params
+from .stage import atomic_dir, write_json
+
+log = logging.getLogger("linefuse")
+MANIFEST = "manifest.json"
+COMBINED = "combined"
+METRICS_PATH = Path("metrics/train/domains.json")
+LOG_DIR = Path("logs/train/domains")
+
+
+def domain_adapters(folder: Path = DOMAIN_ADAPTERS_DIR) -> dict:
+    """The manifest train_domains wrote: {"adapters": {domain: dir}, "combined": dir | None}."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return {"adapters": {}, "combined": None}
+    content = json.loads(manifest.read_text())
+    return {"adapters": {domain: folder / name for domain, name in content["adapters"].items()},
+            "combined": folder / content["combined"] if content["combined"] else None}
+
+
+def train_domain_adapters(params: Params) -> dict:
+    """Writes models/domains (adapters + manifest), logs/train/domains and its metrics file."""
+    from .train import domain_job, run
+
+    per_domain = params.train.per_domain
+    metrics: dict = {"mode": params.train.adapters, "adapters": {}}
+    shutil.rmtree(LOG_DIR, ignore_errors=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(DOMAIN_ADAPTERS_DIR) as tmp:
+        manifest = {"adapters": {}, "combined": None}
+        if params.train.adapters == "per_domain":
+            for domain in per_domain.domains:
+                metrics["adapters"][domain] = run(params, domain_job(params, domain, tmp / domain))
+                manifest["adapters"][domain] = domain
+            weights = per_domain.merge_weights()
+            merge_adapters(tmp, per_domain.domains, weights, per_domain.combination, tmp / COMBINED)
+            manifest["combined"] = COMBINED
+            metrics["combined"] = {"domains": per_domain.domains, "weights": weights,
+                                   "combination": per_domain.combination}
+        else:
+            note = (f"train.adapters is {params.train.adapters}: no per-domain adapters "
+                    f"(set it to per_domain to train them)")
+            (LOG_DIR / "README.txt").write_text(note + "\n")  # DVC warns on an empty output
+            log.info("train_domains: %s", note)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_json(METRICS_PATH, metrics)
+    return metrics
+
+
+def merge_adapters(folder: Path, domains: list[str], weights: list[float], combination: str,
+                   out_dir: Path) -> None:
+    """peft's add_weighted_adapter over folder/DOMAIN adapters, saved as a plain adapter folder.
+
+    `cat` stacks the adapters' ranks, so the merged update is exactly sum(w_i * delta_W_i);
+    `svd` compresses that to the largest rank; `linear` averages A and B (approximate).
+    """
+    from peft import PeftModel
+
+    from .model import load_base, save_adapter
+
+    model = PeftModel.from_pretrained(load_base(Path(BASE_DIR)), str(folder / domains[0]),
+                                      adapter_name=domains[0])
+    for domain in domains[1:]:
+        model.load_adapter(str(folder / domain), adapter_name=domain)
+    model.add_weighted_adapter(domains, weights, COMBINED, combination_type=combination)
+    model.set_adapter(COMBINED)
+    for domain in domains:
+        model.delete_adapter(domain)
+    staging = out_dir.with_name(out_dir.name + ".peft")
+    save_adapter(model, staging)
+    # peft writes a non-default adapter into a sub-folder named after it
+    shutil.move(str(staging / COMBINED), str(out_dir))
+    shutil.rmtree(staging)
