@@ -39,9 +39,17 @@ def make_hostile_folder(root) -> dict[str, str]:
     _image(3).save(root / "good_d.tiff")
     (root / "good_a.txt").write_text("a line chart of a spectrum\n")
     Image.fromarray(np.full((40, 40), 40000, np.uint16)).save(root / "grey16.png")
+    rgba = np.dstack([np.asarray(_image(4)), np.full((60, 80), 128, np.uint8)])
+    Image.fromarray(rgba, "RGBA").save(root / "rgba.png")
+    _image(5).convert("P", palette=Image.Palette.ADAPTIVE).save(root / "palette.png")
+    _image(6).convert("CMYK").save(root / "cmyk.jpg", quality=95)
+    _image(7).save(root / "new\nline.png")
 
     full = (root / "good_a.png").read_bytes()
     (root / "truncated.png").write_bytes(full[: len(full) // 2])
+    photo = (root / "nested" / "good b ü.jpg").read_bytes()
+    (root / "truncated_photo.jpg").write_bytes(photo[: len(photo) // 2])
+    os.symlink("nowhere.png", root / "dangling.png")
     (root / "empty.png").write_bytes(b"")
     (root / "notes.png").write_text("this is not an image\n")
     Image.new("RGB", (1, 1), "white").save(root / "tiny.png")
@@ -52,7 +60,12 @@ def make_hostile_folder(root) -> dict[str, str]:
     (root / "README.md").write_text("ignored: not an image suffix\n")
     return {"truncated.png": "truncated", "empty.png": "empty", "notes.png": "not_an_image",
             "tiny.png": "too_small", "bomb.png": "oversized", "loop.png": "unreadable",
-            "nested/copy_of_a.png": "duplicate", "pipe.png": "unreadable"}
+            "nested/copy_of_a.png": "duplicate", "pipe.png": "unreadable",
+            "truncated_photo.jpg": "truncated", "dangling.png": "unreadable"}
+
+
+KEPT = ["cmyk.jpg", "good_a.png", "good_c.webp", "good_d.tiff", "grey16.png", "nested/good b ü.jpg",
+        "new\nline.png", "palette.png", "rgba.png"]
 
 
 def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
@@ -72,8 +85,7 @@ def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
     assert "symbolic links" in details["loop.png"]
 
     images = pl.read_parquet(tmp_path / "data/index/images.parquet")
-    assert sorted(images["path"]) == ["good_a.png", "good_c.webp", "good_d.tiff", "grey16.png",
-                                      "nested/good b ü.jpg"]
+    assert sorted(images["path"]) == KEPT
     row = images.filter(pl.col("path") == "good_a.png").row(0, named=True)
     assert (row["width"], row["height"], row["channels"], row["mode"]) == (80, 60, 3, "RGB")
     assert row["prompt"] == "a line chart of a spectrum"
@@ -81,9 +93,11 @@ def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
     assert images["id"].n_unique() == images.height
 
     metrics = json.loads((tmp_path / "metrics/index.json").read_text())
-    assert metrics["kept"] == 5 and metrics["rejected"] == 8
-    assert metrics["rejected_by_reason"]["unreadable"] == 2
-    assert sum(metrics["split"].values()) == 5
+    assert metrics["kept"] == 9 and metrics["rejected"] == 10
+    assert metrics["rejected_by_reason"]["unreadable"] == 3
+    assert sum(metrics["split"].values()) == 9
+    modes = dict(zip(images["path"], images["mode"]))
+    assert (modes["rgba.png"], modes["palette.png"], modes["cmyk.jpg"]) == ("RGBA", "P", "CMYK")
 
 
 def test_split_depends_only_on_the_id():
