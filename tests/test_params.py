@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import yaml
 
-from conftest import ROOT, run_cli, tiny_params, write_params
+from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
 from linefuse.params import ParamsError, load_params, parse_params
 
 
@@ -45,6 +47,36 @@ MUTATIONS = [
      "train.adapters", "curriculum"),
     ("unknown sampler start", lambda p: p["model"].update(sample_start="zeros"),
      "model.sample_start", "mean"),
+    ("negative LoRA rank", lambda p: p["train"]["lora"].update(rank=-4), "train.lora.rank",
+     "greater than or equal to 1"),
+    ("zero curriculum steps", lambda p: p["train"]["curriculum"]["easy"].update(steps=0),
+     "train.curriculum.easy.steps", "greater than or equal to 1"),
+    ("zero pretrain steps", lambda p: p["pretrain"].update(steps=0), "pretrain.steps",
+     "greater than"),
+    ("unknown curriculum predecessor",
+     lambda p: p["train"]["curriculum"]["hard"].update(init="models/lora/extreme"),
+     "train.curriculum.hard.init", "names no curriculum level"),
+    ("curriculum cycle", lambda p: p["train"]["curriculum"]["easy"].update(init="models/lora/hard"),
+     "train.curriculum", "cycle"),
+    ("curriculum level not sharded", lambda p: p["train"]["curriculum"].update(
+        extreme={"init": "models/lora/hard", "steps": 5, "lr": 1e-4}),
+     "train.curriculum.extreme", "degrade.levels"),
+    ("invalid precision", lambda p: p["optim"].update(precision="fp8"), "optim.precision",
+     "'fp32', 'bf16' or 'fp16'"),
+    ("nonexistent pretrained UNet", lambda p: p["model"].update(unet="no/such/unet"), "model.unet",
+     "is not a folder"),
+    ("nonexistent VAE", lambda p: p["model"].update(vae="no/such/vae"), "model.vae",
+     "is not a folder"),
+    ("learning rate above 1", lambda p: p["train"]["curriculum"]["medium"].update(lr=5.0),
+     "train.curriculum.medium.lr", "less than or equal to 1"),
+    ("repeated eval steps", lambda p: p["eval"].update(steps=[25, 25]), "eval.steps", "distinct"),
+    ("zero batch size", lambda p: p["optim"].update(batch_size=0), "optim.batch_size",
+     "greater than"),
+    ("unknown reader", lambda p: p["loader"].update(reader="hdf5"), "loader.reader", "embeddings"),
+    ("all loss weights zero", lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0}),
+     "optim.loss", "positive weight"),
+    ("unfreeze level outside the curriculum", lambda p: p["train"]["unfreeze"].update(level="extreme"),
+     "train.unfreeze.level", "not a curriculum level"),
 ]
 
 
@@ -58,6 +90,27 @@ def test_bad_params_name_the_key(name, mutate, key, accepts):
     assert "\n" not in message
     assert message.startswith(f"params.yaml: {key}: "), message
     assert accepts in message, message
+
+
+def test_every_mutation_stops_every_stage_before_it_touches_a_file(trained_project, tmp_path, capsys):
+    """A good run's outputs, then each bad params.yaml under each stage command: exit 2, one
+    line naming the key, and not one byte of data/, models/, metrics/ or logs/ changed."""
+    project = tmp_path / "project"
+    shutil.copytree(trained_project, project, symlinks=True)
+    before = {folder: file_digests(project / folder) for folder in ("data", "models", "metrics", "logs")}
+    commands = [["generate"], ["index"], ["shard", "--level", "easy"], ["embed", "--level", "hard"],
+                ["pretrain"], ["train", "--level", "medium"], ["train-domains"], ["evaluate"]]
+    for index, (name, mutate, key, _) in enumerate(MUTATIONS):
+        params = tiny_params()
+        mutate(params)
+        write_params(project, params)
+        command = commands[index % len(commands)]
+        capsys.readouterr()
+        assert run_cli(project, *command) == 2, (name, command)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"linefuse: error: params.yaml: {key}: "), (name, err)
+    assert len(MUTATIONS) >= 20
+    assert {folder: file_digests(project / folder) for folder in before} == before
 
 
 def test_cli_prints_one_line_and_touches_nothing(tmp_path, capsys):

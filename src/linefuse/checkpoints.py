@@ -46,9 +46,16 @@ class CheckpointStore:
         found = self._matching()
         return (found[-1][1], found[-1][0]) if found else None
 
+    def logs_dir(self) -> Path:
+        """Where a run's logs grow until it ends; kept for resuming with its checkpoints."""
+        return self.root / "logs"
+
     def discard_stale(self) -> None:
-        """Removes half-written checkpoints and those made for other settings or inputs."""
+        """Removes half-written checkpoints and those made for other settings or inputs (and
+        the logs, unless a checkpoint to resume from remains)."""
         keep = {folder for _, folder in self._matching()}
+        if keep:
+            keep.add(self.logs_dir())
         for folder in self.root.glob("*"):
             if folder not in keep:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -76,3 +83,12 @@ class CheckpointStore:
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def trim_step_log(log_dir: Path, step: int) -> None:
+    """Drops the records a killed run logged after the checkpoint it resumes from."""
+    steps_file = log_dir / "steps.jsonl"
+    if steps_file.is_file():
+        kept = [line for line in steps_file.read_text().splitlines()
+                if json.loads(line)["step"] <= step]
+        steps_file.write_text("".join(line + "\n" for line in kept))

@@ -7,6 +7,7 @@ anything already built is touched; only a bug shows a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import errno
 import logging
 import sys
@@ -17,7 +18,7 @@ from .stage import UserError, atomic_dir, default_workers, stage, write_json
 
 GENERATED_DIR = Path("data/source")
 METRICS_DIR = Path("metrics")
-DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM}
+DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM, errno.EFBIG}
 
 
 def run_generate(params: Params, args: argparse.Namespace) -> None:
@@ -201,6 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def disk_error(error: BaseException) -> OSError | None:
+    """The full-disk / read-only / permission failure behind `error`, if that is what it is:
+    an OSError, one a library raised from, or one safetensors and torch only report as text."""
+    stage_name = getattr(error, "filename", None)
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    text = str(error)
+    for code in DISK_ERRORS:
+        if f"(os error {code})" in text or f"{os.strerror(code)}" in text:
+            return OSError(code, os.strerror(code), stage_name)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stderr)
     logging.getLogger("linefuse").setLevel(logging.INFO)
@@ -214,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamsError, UserError) as error:
         print(f"linefuse: error: {error}", file=sys.stderr)
         return 2
-    except OSError as error:
-        if error.errno not in DISK_ERRORS:
+    except Exception as error:
+        disk = disk_error(error)
+        if disk is None:
             raise
-        where = f" {error.filename}" if error.filename else ""
-        print(f"linefuse: error: cannot write{where}: {error.strerror}; free space or fix "
+        # half-written files being discarded fail again as they are finalised; that is noise
+        sys.unraisablehook = lambda unraisable: None
+        where = f" {disk.filename}" if disk.filename else ""
+        print(f"linefuse: error: cannot write{where}: {disk.strerror}; free space or fix "
               f"permissions and rerun (earlier outputs are untouched)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

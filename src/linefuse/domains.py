@@ -41,13 +41,12 @@ def train_domain_adapters(params: Params) -> dict:
 
     per_domain = params.train.per_domain
     metrics: dict = {"mode": params.train.adapters, "adapters": {}}
-    shutil.rmtree(LOG_DIR, ignore_errors=True)
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(DOMAIN_ADAPTERS_DIR) as tmp:
+    with atomic_dir(DOMAIN_ADAPTERS_DIR) as tmp, atomic_dir(LOG_DIR) as logs:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
             for domain in per_domain.domains:
-                metrics["adapters"][domain] = run(params, domain_job(params, domain, tmp / domain))
+                metrics["adapters"][domain] = run(params, domain_job(params, domain, tmp / domain,
+                                                                     logs))
                 manifest["adapters"][domain] = domain
             weights = per_domain.merge_weights()
             merge_adapters(tmp, per_domain.domains, weights, per_domain.combination, tmp / COMBINED)
@@ -57,7 +56,7 @@ def train_domain_adapters(params: Params) -> dict:
         else:
             note = (f"train.adapters is {params.train.adapters}: no per-domain adapters "
                     f"(set it to per_domain to train them)")
-            (LOG_DIR / "README.txt").write_text(note + "\n")  # DVC warns on an empty output
+            (logs / "README.txt").write_text(note + "\n")  # DVC warns on an empty output
             log.info("train_domains: %s", note)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     write_json(METRICS_PATH, metrics)

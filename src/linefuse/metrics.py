@@ -28,8 +28,9 @@ def _prepare(image: np.ndarray, settings: MetricParams) -> np.ndarray:
 
 
 def psnr(restored: np.ndarray, sharp: np.ndarray, settings: MetricParams) -> float:
-    value = peak_signal_noise_ratio(_prepare(sharp, settings), _prepare(restored, settings),
-                                    data_range=255.0)
+    with np.errstate(divide="ignore"):  # identical images: inf, capped below
+        value = peak_signal_noise_ratio(_prepare(sharp, settings), _prepare(restored, settings),
+                                        data_range=255.0)
     return float(min(value, PSNR_CAP_DB))
 
 

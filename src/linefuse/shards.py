@@ -137,6 +137,16 @@ class _LevelWriter:
                           "dtype": "uint8", "layout": PAIR_LAYOUT, "tar": Path(tar.fname).name,
                           "params": json.dumps(pair.meta["params"], sort_keys=True)})
 
+    def abort(self) -> None:
+        """Release the env and the tars after a failure; out_dir is discarded by the caller."""
+        self.txn.abort()
+        self.env.close()
+        for tar in self.tars.values():
+            try:
+                tar.close()
+            except OSError:
+                pass
+
     def close(self) -> pl.DataFrame:
         self.txn.commit()
         self.env.sync(True)
@@ -162,14 +172,19 @@ def build_level(params: Params, level: str, index_path: Path, out_dir: Path,
     writer = _LevelWriter(out_dir, params.shards.samples_per_shard)
     squared_error: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     too_small = 0
-    for pairs in ordered_map(pairs_for_image, tasks, workers, desc=f"shard@{level}", unit="image"):
-        too_small += not pairs
-        for pair in pairs:
-            writer.add(pair)
-            diff = pair.blurred.astype(np.float64) - pair.sharp.astype(np.float64)
-            total = squared_error[pair.meta["domain"]]
-            total[0] += float(np.square(diff).sum())
-            total[1] += diff.size
+    try:
+        for pairs in ordered_map(pairs_for_image, tasks, workers, desc=f"shard@{level}",
+                                 unit="image"):
+            too_small += not pairs
+            for pair in pairs:
+                writer.add(pair)
+                diff = pair.blurred.astype(np.float64) - pair.sharp.astype(np.float64)
+                total = squared_error[pair.meta["domain"]]
+                total[0] += float(np.square(diff).sum())
+                total[1] += diff.size
+    except BaseException:
+        writer.abort()
+        raise
     manifest = writer.close()
     manifest.write_parquet(out_dir / MANIFEST)
     counts = manifest.group_by("split").len().rows()

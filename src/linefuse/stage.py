@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -98,6 +98,14 @@ def atomic_file(final: str | Path) -> Iterator[Path]:
     os.replace(tmp, final)
 
 
+@contextmanager
+def atomic_files(finals: list[Path]) -> Iterator[dict[Path, Path]]:
+    """Temporary paths for several outputs that replace theirs only when all were written, so
+    a failure half-way (a full disk, say) leaves every earlier output as it was."""
+    with ExitStack() as stack:
+        yield {final: stack.enter_context(atomic_file(final)) for final in map(Path, finals)}
+
+
 def write_json(path: str | Path, payload: dict) -> None:
     with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
@@ -127,7 +135,15 @@ def stage(name: str) -> Iterator[list[Path]]:
     started = time.perf_counter()
     written: list[Path] = []
     report("%s: started", name)
-    yield written
+    try:
+        yield written
+    except Exception as error:
+        if getattr(error, "filename", None) is None:  # a failed write() names no file: the stage
+            try:
+                error.filename = f"the outputs of {name}"
+            except AttributeError:
+                pass
+        raise
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{p} ({_human(size_of(p))})" for p in written)
     report("%s: wrote %s in %.1fs", name, parts or "nothing", elapsed)

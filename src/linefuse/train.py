@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +22,13 @@ from diffusers.optimization import get_cosine_schedule_with_warmup
 from peft import set_peft_model_state_dict
 from safetensors.torch import load_file
 
-from .checkpoints import CheckpointStore, fingerprint
+from .checkpoints import CheckpointStore, fingerprint, trim_step_log
 from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
 from .embed import EmbeddedPairs
 from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
                     save_adapter, save_base, unet_config)
 from .params import BASE_DIR, EMBEDDINGS_DIR, LORA_DIR, SHARDS_DIR, Params
-from .stage import UserError, atomic_dir, write_json
+from .stage import UserError, atomic_dir, atomic_file, write_json
 from .telemetry import StepLogger, peak_memory_mb
 from .trainset import BatchStream, map_dataset, shard_stream_urls
 
@@ -81,13 +82,13 @@ def train_job(params: Params, level: str) -> Job:
                          "curriculum": params.train.curriculum[level].model_dump()})
 
 
-def domain_job(params: Params, domain: str, out_dir: Path) -> Job:
+def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
     """One per-domain adapter: on the base, over that domain's samples of every level."""
     per_domain = params.train.per_domain
-    log_dir = Path("logs/train/domains") / domain
     return Job(name=f"train_domains@{domain}", steps=per_domain.steps, lr=per_domain.lr,
                levels=list(params.degrade.levels), out_dir=out_dir,
-               metrics_path=log_dir / "metrics.json", log_dir=log_dir, lora=True, domain=domain,
+               metrics_path=log_root / f"{domain}.json", log_dir=log_root / domain, lora=True,
+               domain=domain,
                settings={**params.model_dump(include={"model", "optim"}),
                          "lora": params.train.lora.model_dump(), "domain": domain,
                          "per_domain": per_domain.model_dump(include={"steps", "lr"})})
@@ -210,7 +211,11 @@ def run(params: Params, job: Job) -> dict:
 
     scheduler = noise_scheduler(params.model)
     prompt_table = prompt_table.to(accelerator.device)
-    logger = StepLogger(job.log_dir, job.name, params.optim.log_every,
+    # logs grow beside the checkpoints and replace job.log_dir with the model at the end
+    staging_logs = store.logs_dir()
+    if start_step > 0:
+        trim_step_log(staging_logs, start_step)
+    logger = StepLogger(staging_logs, job.name, params.optim.log_every,
                         params.optim.memory_warn_fraction, accelerator.device,
                         enabled=accelerator.is_main_process, resume=start_step > 0)
     seen, samples_seen, last, total_wait = hashlib.sha256(), 0, {}, 0.0
@@ -253,8 +258,8 @@ def run(params: Params, job: Job) -> dict:
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     weights_digest = _digest(p for p in unwrapped.parameters() if p.requires_grad)
-    job.log_dir.mkdir(parents=True, exist_ok=True)
-    write_json(job.log_dir / f"rank{accelerator.process_index}.json",
+    staging_logs.mkdir(parents=True, exist_ok=True)
+    write_json(staging_logs / f"rank{accelerator.process_index}.json",
                {"samples_seen": samples_seen, "sample_digest": seen.hexdigest()[:16],
                 "trainable_weights_digest": weights_digest})
     steps_run = job.steps - start_step
@@ -269,16 +274,20 @@ def run(params: Params, job: Job) -> dict:
         "processes": processes, "precision": params.optim.precision,
         "seconds": time.perf_counter() - started, **peak_memory_mb(accelerator.device),
     }
+    accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
     if accelerator.is_main_process:
         metrics["val_loss"] = _validation_loss(params, job, unwrapped, scheduler, prompt_table,
                                                accelerator.device)
-        with atomic_dir(job.out_dir) as tmp:
-            if job.lora:
-                save_adapter(unwrapped, tmp)
-            else:
-                save_base(unwrapped, tmp)
-        write_json(job.metrics_path, metrics)
         logger.close(metrics)
+        # all three outputs or none: each is renamed into place only once all are written
+        with atomic_dir(job.out_dir) as model_dir, atomic_file(job.metrics_path) as metrics_file, \
+                atomic_dir(job.log_dir) as log_dir:
+            if job.lora:
+                save_adapter(unwrapped, model_dir)
+            else:
+                save_base(unwrapped, model_dir)
+            metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+            shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
         store.clear()
     accelerator.wait_for_everyone()
     accelerator.end_training()
