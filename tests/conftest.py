@@ -82,3 +82,27 @@ def trained_project(tmp_path_factory) -> Path:
     for level in LEVELS:
         assert run_cli(project, "train", "--level", level) == 0
     return project
+
+
+def copy_project(source: Path, target: Path) -> Path:
+    """A copy that keeps symlinks and mtimes (Snakemake decides on them)."""
+    import shutil
+
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def engine_builds(tmp_path_factory) -> tuple[Path, Path]:
+    """The repo on tiny params built from scratch once by `dvc repro` and once by Snakemake
+    (read-only use: copy with copy_project first)."""
+    from test_engines import ALL_STAGES, make_project, ran_dvc_stages, run
+
+    root = tmp_path_factory.mktemp("engines")
+    by_dvc = make_project(root / "dvc", tiny_params())
+    by_snakemake = make_project(root / "snakemake", tiny_params())
+    log = run(by_dvc, "dvc", "repro")
+    assert ran_dvc_stages(log) == ALL_STAGES
+    (root / "dvc.log").write_text(log)
+    (root / "snakemake.log").write_text(run(by_snakemake, "snakemake", "--cores", "2"))
+    return by_dvc, by_snakemake
