@@ -7,9 +7,9 @@ anything already built is touched; only a bug shows a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import errno
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -109,9 +109,9 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
 
 def run_train_domains(params: Params, args: argparse.Namespace) -> None:
     from .domains import LOG_DIR, METRICS_PATH, train_domain_adapters
-    from .params import DOMAIN_ADAPTERS_DIR
+    from .params import BASE_DIR, DOMAIN_ADAPTERS_DIR
 
-    if params.train.adapters == "per_domain" and not Path("models/base").is_dir():
+    if params.train.adapters == "per_domain" and not Path(BASE_DIR).is_dir():
         raise UserError("models/base is missing; run the stage that writes it first "
                         "(dvc repro, or snakemake models/base)")
     with stage("train_domains") as written:
@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 def disk_error(error: BaseException) -> OSError | None:
     """The full-disk / read-only / permission failure behind `error`, if that is what it is:
     an OSError, one a library raised from, or one safetensors and torch only report as text."""
-    stage_name = getattr(error, "filename", None)
+    named = getattr(error, "filename", None)  # stage() names the outputs when nothing else does
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
@@ -214,7 +214,7 @@ def disk_error(error: BaseException) -> OSError | None:
     text = str(error)
     for code in DISK_ERRORS:
         if f"(os error {code})" in text or f"{os.strerror(code)}" in text:
-            return OSError(code, os.strerror(code), stage_name)
+            return OSError(code, os.strerror(code), named)
     return None
 
 
