@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install repro snakemake test bench clean
+.PHONY: install repro snakemake sweep test chromium bench clean
 
 install: $(STAMP)
 
@@ -21,8 +21,33 @@ repro: $(STAMP)
 snakemake: $(STAMP)
 	$(BIN)/snakemake --cores 2
 
-test: $(STAMP)
+# `make sweep`: queue one DVC experiment per LoRA rank x curriculum on/off (train.ordered), run
+# them one after another, then list PSNR per domain for each. Override the grid on the command
+# line: make sweep SWEEP_RANKS="4 8 16" SWEEP_ORDERED=true
+SWEEP_RANKS ?= 4 16
+SWEEP_ORDERED ?= true false
+SWEEP_JOBS ?= 1
+sweep: $(STAMP)
+	@for rank in $(SWEEP_RANKS); do for ordered in $(SWEEP_ORDERED); do \
+	  curriculum=$$([ $$ordered = true ] && echo curriculum || echo mixed); \
+	  $(BIN)/dvc exp run --queue -n rank$$rank-$$curriculum -S train.lora.rank=$$rank \
+	    -S train.lora.alpha=$$rank -S train.ordered=$$ordered || exit 1; done; done
+	$(BIN)/dvc queue start --jobs $(SWEEP_JOBS)
+	@while $(BIN)/dvc queue status | grep -qE 'Queued|Running'; do sleep 10; done
+	@! $(BIN)/dvc queue status | grep -q Failed || { $(BIN)/dvc queue status; \
+	  echo "make sweep: an experiment failed; see dvc queue logs NAME"; exit 1; }
+	$(BIN)/dvc exp show --no-pager --md --drop '.*' \
+	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s25\..*|summary\.psnr_gain_s25)$$'
+
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
+
+# tests/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
+# when missing (about 25 s), with sudo when not root.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/test_report.py"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loader.py

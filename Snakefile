@@ -5,6 +5,7 @@ configfile: "params.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -14,3 +15,4 @@ rule all:
         expand("metrics/shard/{level}.json", level=LEVELS),
         expand("models/lora/{level}", level=CURRICULUM),
         "metrics/eval.json",
+        "reports/index.html",

@@ -77,15 +77,21 @@ def test_both_engines_declare_the_same_stages():
         declared["cmd"] = declared["cmd"].replace(" --workers {threads}", "")
     assert from_snakemake == dvc_declarations(ROOT)
     assert set(from_snakemake) == {"generate", "index", "pretrain", "train_domains", "evaluate",
+                                   "report",
                                    *(f"{name}@{level}" for name in ("shard", "embed", "train")
                                      for level in LEVELS)}
 
 
+RUN_OUTPUTS = ("data/", "models/", "logs/", "metrics/", "plots/", "reports/", "dvc_plots/",
+               "dvc.lock")
+
+
 def make_project(where: Path, params: dict) -> Path:
-    """A temporary copy of the committed repo (git init + the committed .dvc), on tiny params."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
-    for name in tracked:
+    """A temporary copy of the repo (git init + the .dvc), on tiny params: its tracked files and
+    new ones git does not ignore (a stage not committed yet), less what a pipeline run there wrote."""
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in (n for n in tracked if (ROOT / n).is_file() and not n.startswith(RUN_OUTPUTS)):
         (where / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, where / name)
     write_params(where, params)
@@ -119,7 +125,7 @@ def ran_dvc_stages(log: str) -> list[str]:
 
 ALL_STAGES = ["generate", "index", *(f"shard@{level}" for level in LEVELS),
               *(f"embed@{level}" for level in LEVELS), "pretrain",
-              *(f"train@{level}" for level in LEVELS), "train_domains", "evaluate"]
+              *(f"train@{level}" for level in LEVELS), "train_domains", "evaluate", "report"]
 
 
 def dry_run_dvc(project: Path) -> list[str]:
@@ -130,7 +136,7 @@ def dry_run_snakemake(project: Path) -> list[str]:
     log = run(project, "snakemake", "--cores", "2", "--dry-run")
     jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M)
     plain = [name for name in re.findall(r"^(?:local)?rule (\w+):", log, re.M)
-             if name in ("generate", "index", "pretrain", "train_domains", "evaluate")]
+             if name in ("generate", "index", "pretrain", "train_domains", "evaluate", "report")]
     return sorted([f"{name}@{level}" for name, level in jobs] + plain)
 
 
@@ -158,10 +164,11 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(e
     params["train"]["curriculum"]["hard"]["steps"] = 12
     for project in (by_dvc, by_snakemake):
         write_params(project, params)
-    assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard", "evaluate"]
+    assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard", "evaluate", "report"]
     log = run(by_snakemake, "snakemake", "--cores", "2")
     assert re.findall(r"^\s*wildcards: level=(\w+)", log, re.M) == ["hard"]
-    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == ["all", "evaluate", "train"]
+    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == ["all", "evaluate", "report",
+                                                                      "train"]
     rebuilt = outputs(by_dvc)
     assert rebuilt == outputs(by_snakemake)
     changed = {name for name in built if built[name] != rebuilt.get(name)}
@@ -170,9 +177,9 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(e
     params["degrade"]["gaussian"]["hard"]["sigma"] = [2.0, 3.0]
     for project in (by_dvc, by_snakemake):
         write_params(project, params)
-    # Of the data stages only shard@hard reruns. DVC decides on what follows once its output
-    # has changed; Snakemake plans that downstream up front.
-    assert dry_run_dvc(by_dvc) == ["shard@hard"]
+    # Of the data stages only shard@hard reruns (and the report, which shows `degrade`). DVC
+    # decides on what follows once its output has changed; Snakemake plans that downstream up front.
+    assert dry_run_dvc(by_dvc) == ["report", "shard@hard"]
     assert dry_run_snakemake(by_snakemake) == [
-        "embed@hard", "evaluate", "pretrain", "shard@hard", "train@easy", "train@hard", "train@medium",
-        "train_domains"]
+        "embed@hard", "evaluate", "pretrain", "report", "shard@hard", "train@easy", "train@hard",
+        "train@medium", "train_domains"]

@@ -20,6 +20,15 @@ def test_repo_params_are_valid():
 
 MUTATIONS = [
     ("unknown key", lambda p: p["data"].update(sorce_dir="x"), "data.sorce_dir", "unknown key"),
+    ("processes on a one-process config", lambda p: p.update(
+        launch={"processes": 2, "config": str(ROOT / "workflow/accelerate/local.yaml")}),
+     "launch.processes", "launch.config: workflow/accelerate/ddp.yaml"),
+    ("zero processes", lambda p: p.update(launch={"processes": 0}), "launch.processes",
+     "greater than or equal to 1"),
+    ("shard urls for no level", lambda p: p["loader"].update(shard_urls={"extreme": "x.tar"}),
+     "loader.shard_urls.extreme", "not in degrade.levels"),
+    ("shard url scheme", lambda p: p["loader"].update(shard_urls={"easy": "s3://b/a.tar"}),
+     "loader.shard_urls", "pipe:COMMAND"),
     ("unknown section", lambda p: p.update(trian={}), "trian", "unknown key"),
     ("wrong type", lambda p: p["data"]["charts"].update(count="many"), "data.charts.count", "integer"),
     ("empty range", lambda p: p["degrade"]["gaussian"]["hard"].update(sigma=[2.5, 1.5]),

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from peft import PeftModel
 from safetensors.torch import load_file
 
-from conftest import LEVELS, embed_all, run_cli, tiny_params, write_params
+from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
 from linefuse.diffusion import restored_from, sample, weighted_loss
 from linefuse.embed import EmbeddedPairs
 from linefuse.model import build_unet, load_base
@@ -144,11 +148,19 @@ def test_non_finite_loss_stops_with_one_line(trained_project, tmp_path, capsys):
 
 
 def test_two_processes_see_different_samples_and_end_identical(trained_project, tmp_path):
+    """The train stage's own command (dvc.yaml) with launch.processes: 2 and the DDP config."""
     project = _copy_project(trained_project, tmp_path / "ddp")
-    launch = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "linefuse.cli",
-              "train", "--level", "easy"]
-    done = subprocess.run(launch, cwd=project, env=ENV, capture_output=True, text=True, timeout=600)
+    shutil.copytree(ROOT / "workflow/accelerate", project / "workflow/accelerate")
+    params = tiny_params()
+    params["launch"] = {"processes": 2, "config": "workflow/accelerate/ddp.yaml"}
+    write_params(project, params)
+    command = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]["cmd"]
+    for name, value in (("launch.config", "workflow/accelerate/ddp.yaml"),
+                        ("launch.processes", "2"), ("key", "easy")):
+        command = command.replace("${%s}" % name, value)
+    assert command.startswith("accelerate launch ") and "--num_processes 2 " in command
+    done = subprocess.run(command, shell=True, cwd=project, env=ENV, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((project / f"logs/train/easy/rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["sample_digest"] != ranks[1]["sample_digest"]
@@ -226,24 +238,80 @@ def test_readers_and_the_ram_cache_feed_the_same_batches(trained_project, tmp_pa
         assert all(torch.equal(weights[name][k], weights["embeddings"][k]) for k in weights[name])
 
 
-@pytest.mark.parametrize("variant", [
-    {"loader": {"reader": "webdataset", "shuffle_buffer": 16}},
-    {"optim": {"grad_accum": 2, "precision": "bf16", "gradient_checkpointing": True}},
-], ids=["webdataset", "accum-bf16-checkpointing"])
-def test_training_variants_run_and_learn(trained_project, tmp_path, variant):
+def test_bf16_grad_accum_and_checkpointing_run_and_learn(trained_project, tmp_path):
     project = _copy_project(trained_project, tmp_path / "variant")
     params = tiny_params()
-    for section, values in variant.items():
-        params[section].update(values)
+    params["optim"].update(grad_accum=2, precision="bf16", gradient_checkpointing=True)
     write_params(project, params)
     # a process of its own, as under dvc: accelerate's precision is fixed once per process
-    done = subprocess.run(["linefuse", "train", "--level", "easy"], cwd=project, env=ENV,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _train_easy(project)
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
     assert metrics["steps"] == 10 and torch.isfinite(torch.tensor(metrics["final_loss"]))
     weights = _adapter(project)
     assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)
+
+
+def _train_easy(project: Path) -> None:
+    done = subprocess.run(["linefuse", "train", "--level", "easy"], cwd=project, env=ENV,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+class _LoggedFiles(http.server.SimpleHTTPRequestHandler):
+    requested: list[str] = []
+
+    def log_message(self, format, *args):
+        type(self).requested.append(self.path)
+
+
+def test_webdataset_streams_shards_over_http_to_the_same_weights(trained_project, tmp_path):
+    """loader.shard_urls: the tars served on loopback (none left in the project) train the
+    same adapter, byte for byte, as the local tars."""
+    params = tiny_params()
+    params["loader"].update(reader="webdataset", shuffle_buffer=16)
+    local = _copy_project(trained_project, tmp_path / "local")
+    write_params(local, params)
+    _train_easy(local)
+
+    bucket = tmp_path / "bucket"
+    streamed = _copy_project(trained_project, tmp_path / "streamed")
+    shutil.move(streamed / "data/shards/easy/wds", bucket)
+    tars = sorted(p.name for p in bucket.glob("train-*.tar"))
+    assert len(tars) >= 2
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_LoggedFiles, directory=str(bucket)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = (f"http://127.0.0.1:{server.server_port}/train-"
+               f"{{000000..{len(tars) - 1:06d}}}.tar")
+        params["loader"]["shard_urls"] = {"easy": url}
+        write_params(streamed, params)
+        _train_easy(streamed)
+    finally:
+        server.shutdown()
+    assert sorted(set(_LoggedFiles.requested)) == [f"/{name}" for name in tars]
+    assert not (streamed / "data/shards/easy/wds").exists()
+    streamed_weights, local_weights = _adapter(streamed), _adapter(local)
+    assert streamed_weights.keys() == local_weights.keys()
+    assert all(torch.equal(streamed_weights[k], local_weights[k]) for k in local_weights)
+    assert any(float(w.abs().sum()) > 0 for k, w in local_weights.items() if "lora_B" in k)
+
+
+def test_shard_urls_expand_braces_and_open_pipes(tiny_project):
+    """pipe: commands and {a..b} ranges reach WebDataset as separate shards, in order."""
+    from linefuse.readers import shard_urls, webdataset_pairs
+    from linefuse.trainset import shard_stream_urls
+
+    local = shard_urls(tiny_project / "data/shards/easy", "train")
+    folder = Path(local[0]).parent
+    spec = f"pipe:cat {folder}/train-{{000000..{len(local) - 1:06d}}}.tar"
+    urls = shard_stream_urls([Path("data/shards/easy"), tiny_project / "data/shards/medium"],
+                             "train", {"easy": spec})
+    assert urls[:len(local)] == [f"pipe:cat {path}" for path in local]
+    assert urls[len(local):] == shard_urls(tiny_project / "data/shards/medium", "train")
+    keys = [meta["key"] for _, _, meta in webdataset_pairs(urls[:len(local)])]
+    assert keys == [meta["key"] for _, _, meta in webdataset_pairs(local)]
+    assert len(keys) > 16
 
 
 def test_memory_warning_names_the_key(tmp_path, caplog):

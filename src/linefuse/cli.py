@@ -119,6 +119,15 @@ def run_train_domains(params: Params, args: argparse.Namespace) -> None:
         written += [DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
 
 
+def run_profile(params: Params, args: argparse.Namespace) -> None:
+    from .profile import format_report, profile, profile_job
+
+    report = profile(params, profile_job(params, args.level, args.full), args.steps)
+    print(format_report(report))
+    if args.json:
+        write_json(args.json, report)
+
+
 def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     from .evaluate import evaluate
 
@@ -127,6 +136,19 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
         written += [Path("metrics/eval.json"), Path("plots"), Path("reports/samples.png")]
     for name, value in report["summary"].items():
         logging.getLogger("linefuse").info("evaluate: %s = %+.2f dB", name, value)
+    if few := report.get("few_step"):
+        logging.getLogger("linefuse").info(
+            "evaluate: %d steps vs %d: %+.2f dB mean shortfall (worst cell %+.2f), %.1fx faster",
+            few["steps"], few["reference_steps"], few["psnr_shortfall_db"],
+            few["max_cell_shortfall_db"], few["speedup"])
+
+
+def run_report(params: Params, args: argparse.Namespace) -> None:
+    from .report import check_inputs, write_report
+
+    check_inputs()
+    with stage("report") as written:
+        written.append(write_report(params, Path(args.params)))
 
 
 def run_restore(params: Params, args: argparse.Namespace) -> None:
@@ -188,7 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--level", required=True, help="a name from train.curriculum")
     add("train-domains", run_train_domains, "with train.adapters: per_domain, one LoRA adapter "
         "per blur domain and their weighted merge")
+    profiler = add("profile", run_profile, "time a few training steps: data loading, forward and "
+                   "backward per UNet block, optimizer step (saves no model, state or log)")
+    job = profiler.add_mutually_exclusive_group()
+    job.add_argument("--level", help="a name from train.curriculum, trained as LoRA on "
+                     "models/base (default: the first level)")
+    job.add_argument("--full", action="store_true", help="the full fine-tune (pretrain) instead")
+    profiler.add_argument("--steps", type=int, default=10, help="timed steps, after 2 untimed "
+                          "warm-up steps (default: %(default)s)")
+    profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
+    add("report", run_report, "reports/index.html: the eval tables, plots, samples and params "
+        "on one static page")
     restore = add("restore", run_restore, "restore image files or folders of any size")
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
     restore.add_argument("--adapter", default="models/lora/hard", help="(default: %(default)s)")

@@ -114,6 +114,11 @@ def evaluate(params: Params) -> dict:
                                 for level, by_name in by_level.items()}
                        for domain, by_level in chart.items()}
     report["summary"] = _summary(report, levels, shown_steps)
+    report[f"psnr_by_domain_s{shown_steps}"] = {
+        domain: _mean([cell[f"model_s{shown_steps}"] for cell in by_level.values()])
+        for domain, by_level in report["psnr"].items()}
+    if few := _few_step(report, steps_list):
+        report["few_step"] = few
     with atomic_files([*PLOTS, SAMPLES_PNG, EVAL_JSON]) as tmp:
         _write_plots(report, steps_list, levels, tmp)
         _write_samples(showcase, params.degrade.domains, levels, tmp[SAMPLES_PNG])
@@ -169,6 +174,21 @@ def _summary(report: dict, levels: list[str], steps: int) -> dict:
         if extra:
             summary[f"psnr_gain_{kind}_s{steps}"] = _mean(extra)
     return summary
+
+
+def _few_step(report: dict, steps_list: list[int]) -> dict:
+    """How close the fewest-step sampler (at most 4 DDIM steps) comes to the most steps measured:
+    the mean and the worst cell's PSNR shortfall (positive = few steps worse) and the speed-up."""
+    few_steps = [steps for steps in steps_list if steps <= 4]
+    if not few_steps or max(steps_list) <= max(few_steps):
+        return {}
+    few, reference = max(few_steps), max(steps_list)
+    cells = [cell for by_level in report["psnr"].values() for cell in by_level.values()]
+    shortfalls = [cell[f"model_s{reference}"] - cell[f"model_s{few}"] for cell in cells]
+    latency = report["latency_ms_per_image"]
+    return {"steps": few, "reference_steps": reference,
+            "psnr_shortfall_db": _mean(shortfalls), "max_cell_shortfall_db": round(max(shortfalls), 4),
+            "speedup": round(latency[f"s{reference}"] / max(latency[f"s{few}"], 1e-9), 2)}
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:

@@ -23,6 +23,7 @@ from pydantic import (
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 SPLITS = ("train", "val", "test")
+STREAM_SCHEMES = ("file://", "http://", "https://")
 
 
 class ParamsError(ValueError):
@@ -270,6 +271,19 @@ class LoaderParams(Strict):
     pin_memory: Literal["auto"] | bool = "auto"
     cache_gb: Annotated[float, Field(ge=0.0)] = 0.0
     shuffle_buffer: Annotated[int, Field(ge=0)] = 256
+    # webdataset reader: where each level's train shards live instead of data/shards/LEVEL/wds;
+    # anything WebDataset opens: a path, file://, http(s)://, or a pipe: command, {a..b} braces
+    shard_urls: dict[str, str | list[str]] = {}
+
+    @field_validator("shard_urls")
+    @classmethod
+    def _openable_urls(cls, shard_urls: dict) -> dict:
+        for level, urls in shard_urls.items():
+            for url in [urls] if isinstance(urls, str) else urls:
+                if "://" in url and not url.startswith(STREAM_SCHEMES):
+                    raise ValueError(f"{level}: {url} has a scheme WebDataset cannot open; "
+                                     f"accepts a path, {', '.join(STREAM_SCHEMES)} or pipe:COMMAND")
+        return shard_urls
 
 
 class OptimParams(Strict):
@@ -362,6 +376,7 @@ class TrainParams(Strict):
     lora: LoraParams = LoraParams()
     unfreeze: UnfreezeParams = UnfreezeParams()
     replay: bool = True
+    ordered: bool = True  # false: curriculum off, every level's job samples every level alike
     curriculum: dict[str, CurriculumLevel]
     adapters: Literal["curriculum", "per_domain"] = "curriculum"
     per_domain: PerDomainParams = PerDomainParams()
@@ -391,6 +406,8 @@ class TrainParams(Strict):
         adapter keeps what the earlier levels taught (without it the hard adapter lost 0.1 to
         1.2 dB on easy inputs against the base)."""
         order = self.order()
+        if not self.ordered:
+            return order
         return order[:order.index(level) + 1] if self.replay else [level]
 
     def order(self) -> list[str]:
@@ -448,6 +465,26 @@ class ServeParams(Strict):
     max_steps: Annotated[int, Field(ge=1, le=1000)] = 100
 
 
+class LaunchParams(Strict):
+    """How the training stages start: `accelerate launch` with this config and process count
+    (also the GPUs each training job asks a cluster for)."""
+
+    processes: Annotated[int, Field(ge=1)] = 1
+    config: str = "workflow/accelerate/local.yaml"
+
+    @model_validator(mode="after")
+    def _config_runs_that_many(self) -> LaunchParams:
+        # a missing file is the engines' to report: it is a declared input of the training stages
+        config = Path(self.config)
+        distributed = (yaml.safe_load(config.read_text()) or {}).get("distributed_type", "NO") \
+            if config.is_file() else None
+        if self.processes > 1 and distributed == "NO":
+            raise _KeyedError("launch.processes", f"{self.processes} processes need a multi-process "
+                              f"config; {self.config} runs one (distributed_type: NO); set "
+                              f"launch.config: workflow/accelerate/ddp.yaml")
+        return self
+
+
 class Params(Strict):
     data: DataParams = DataParams()
     degrade: DegradeParams
@@ -460,6 +497,7 @@ class Params(Strict):
     train: TrainParams
     eval: EvalParams = EvalParams()
     serve: ServeParams = ServeParams()
+    launch: LaunchParams = LaunchParams()
 
     @model_validator(mode="after")
     def _per_domain_domains_are_degrade_domains(self) -> Params:
@@ -474,6 +512,14 @@ class Params(Strict):
         for level in self.train.curriculum:
             if level not in self.degrade.levels:
                 raise _KeyedError(f"train.curriculum.{level}", f"is not in degrade.levels "
+                                  f"({', '.join(self.degrade.levels)})")
+        return self
+
+    @model_validator(mode="after")
+    def _shard_urls_name_levels(self) -> Params:
+        for level in self.loader.shard_urls:
+            if level not in self.degrade.levels:
+                raise _KeyedError(f"loader.shard_urls.{level}", f"is not in degrade.levels "
                                   f"({', '.join(self.degrade.levels)})")
         return self
 

@@ -78,7 +78,7 @@ def train_job(params: Params, level: str) -> Job:
                unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
                settings={**params.model_dump(include={"model", "optim"}),
                          "lora": params.train.lora.model_dump(), "level": level,
-                         "replay": params.train.replay,
+                         "replay": params.train.replay, "ordered": params.train.ordered,
                          "curriculum": params.train.curriculum[level].model_dump()})
 
 
@@ -138,7 +138,7 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
         raise UserError(f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
                         f"needs loader.reader: embeddings")
     dirs = [SHARDS_DIR / level for level in job.levels]
-    manifests = [d / "manifest.parquet" for d in dirs]
+    manifests = [d / "manifest.parquet" for d in dirs if d.name not in params.loader.shard_urls]
     null_prompt = torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
     if reader == "lmdb":
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
@@ -148,7 +148,8 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
                         "(train.adapters: per_domain) need loader.reader: embeddings or lmdb")
     else:
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
-                             params.optim.seed, urls=shard_stream_urls(dirs, "train"))
+                             params.optim.seed, urls=shard_stream_urls(dirs, "train",
+                                                                       params.loader.shard_urls))
     return stream, null_prompt, 3, manifests
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 
+import braceexpand
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Sampler, Subset
 
@@ -173,5 +174,14 @@ class BatchStream:
         return self.cache.hit_rate() if self.cache else None
 
 
-def shard_stream_urls(level_dirs: list[Path], split: str) -> list[str]:
-    return [url for level_dir in level_dirs for url in shard_urls(level_dir, split)]
+def shard_stream_urls(level_dirs: list[Path], split: str, remote: dict | None = None) -> list[str]:
+    """The tars of each level: its entry in `remote` (loader.shard_urls), else the local ones."""
+    urls = []
+    for level_dir in level_dirs:
+        listed = (remote or {}).get(level_dir.name)
+        if listed is None:
+            urls += shard_urls(level_dir, split)
+        else:
+            urls += [url for spec in ([listed] if isinstance(listed, str) else listed)
+                     for url in braceexpand.braceexpand(spec)]
+    return urls

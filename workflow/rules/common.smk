@@ -19,6 +19,12 @@ def curriculum_order():
 
 
 CURRICULUM_ORDER = curriculum_order()
+LAUNCH_CONFIG = config["launch"]["config"]
+PROCESSES = config["launch"]["processes"]
+# The training stages start under accelerate with the process count from params.yaml; the thread
+# count is the cores the job was given (nproc honours SLURM's and taskset's CPU masks).
+LAUNCH = (f"accelerate launch --config_file {LAUNCH_CONFIG} --num_processes {PROCESSES} "
+          f"--num_cpu_threads_per_process $(nproc) -m linefuse.cli")
 TRAIN_CODE = [
     "src/linefuse/train.py",
     "src/linefuse/model.py",

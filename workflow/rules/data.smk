@@ -1,4 +1,5 @@
-# The data half: generate -> index -> shard@{level}.
+# The data half: generate -> index -> shard@{level}. CPU-bound: each asks for up to 8 cores
+# (capped at --cores on one machine; a cluster job's cpus-per-task), no GPU.
 
 
 rule generate:
@@ -8,7 +9,11 @@ rule generate:
         directory("data/source"),
     params:
         tracked=tracked("data.charts"),
-    threads: 2
+    threads: 8
+    resources:
+        cpus_per_task=8,
+        mem_mb=4000,
+        runtime=30,
     shell:
         "linefuse generate --workers {threads}"
 
@@ -24,7 +29,11 @@ rule index:
         "metrics/index.json",
     params:
         tracked=tracked("data.source_dir", "data.min_side", "data.max_pixels", "data.split"),
-    threads: 2
+    threads: 8
+    resources:
+        cpus_per_task=8,
+        mem_mb=4000,
+        runtime=30,
     shell:
         "linefuse index --workers {threads}"
 
@@ -46,6 +55,10 @@ rule shard:
             *[f"degrade.{domain}.{{level}}" for domain in DOMAIN_PARAMS],
             "shards",
         ),
-    threads: 2
+    threads: 8
+    resources:
+        cpus_per_task=8,
+        mem_mb=4000,
+        runtime=30,
     shell:
         "linefuse shard --level {wildcards.level} --workers {threads}"

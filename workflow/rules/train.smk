@@ -1,7 +1,8 @@
 # The model half: embed@{level} -> pretrain -> train@{level}, chained by train.curriculum.
 # These rules take every core (`threads: workflow.cores`): Snakemake sets OMP_NUM_THREADS to a
 # job's threads, and torch's float results depend on its thread count, so this keeps them equal
-# to a `dvc repro` on the same machine.
+# to a `dvc repro` on the same machine. The training rules ask for one GPU per accelerate process
+# (launch.processes), which the SLURM profile turns into --gpus.
 
 
 def curriculum_init(wildcards):
@@ -27,17 +28,20 @@ rule pretrain:
     input:
         expand("data/embeddings/{level}", level=LEVELS),
         TRAIN_CODE,
+        LAUNCH_CONFIG,
     output:
         directory("models/base"),
         directory("logs/pretrain"),
         "metrics/train/pretrain.json",
     params:
-        tracked=tracked("model", "loader", "optim", "pretrain", "degrade.levels"),
+        tracked=tracked("model", "loader", "optim", "launch", "pretrain", "degrade.levels"),
     threads: workflow.cores
     resources:
-        gpus=1,
+        gpu=PROCESSES,
+        mem_mb=16000,
+        runtime=120,
     shell:
-        "linefuse pretrain"
+        f"{LAUNCH} pretrain"
 
 
 rule train:
@@ -46,6 +50,7 @@ rule train:
         "models/base",
         curriculum_init,
         TRAIN_CODE,
+        LAUNCH_CONFIG,
     output:
         directory("models/lora/{level}"),
         directory("logs/train/{level}"),
@@ -55,16 +60,20 @@ rule train:
             "model",
             "loader",
             "optim",
+            "launch",
             "train.lora",
             "train.unfreeze",
             "train.replay",
+            "train.ordered",
             "train.curriculum.{level}",
         ),
     threads: workflow.cores
     resources:
-        gpus=1,
+        gpu=PROCESSES,
+        mem_mb=16000,
+        runtime=120,
     shell:
-        "linefuse train --level {wildcards.level}"
+        f"{LAUNCH} train --level {{wildcards.level}}"
 
 
 rule train_domains:
@@ -73,6 +82,7 @@ rule train_domains:
         "models/base",
         "src/linefuse/domains.py",
         TRAIN_CODE,
+        LAUNCH_CONFIG,
     output:
         directory("models/domains"),
         directory("logs/train/domains"),
@@ -82,6 +92,7 @@ rule train_domains:
             "model",
             "loader",
             "optim",
+            "launch",
             "degrade.levels",
             "train.lora",
             "train.adapters",
@@ -89,9 +100,11 @@ rule train_domains:
         ),
     threads: workflow.cores
     resources:
-        gpus=1,
+        gpu=PROCESSES,
+        mem_mb=16000,
+        runtime=120,
     shell:
-        "linefuse train-domains"
+        f"{LAUNCH} train-domains"
 
 
 rule evaluate:

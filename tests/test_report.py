@@ -1,0 +1,201 @@
+"""report: reports/index.html holds the real numbers, every plot, the samples and the params; it is
+the same bytes on every run, and a headless Chromium draws it (tables, charts and the picture)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from conftest import copy_project, run_cli, tiny_params, write_params
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1280, 2400)
+PLOTS = ["plots/psnr_by_domain_level.csv", "plots/psnr_vs_steps.csv", "plots/training_curves.csv"]
+
+
+class Tables(HTMLParser):
+    """Every <table> as {caption: [[cell text, ...] per row]}, and each <td>'s class."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: dict[str, list[list[tuple[str, str]]]] = {}
+        self._rows: list | None = None
+        self._caption: list[str] | None = None
+        self._cell: list[str] | None = None
+        self._class = ""
+        self._in_code = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._rows, self._name = [], ""
+        elif tag == "caption":
+            self._caption = []
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._cell, self._class = [], dict(attrs).get("class", "")
+        elif tag == "code":
+            self._in_code = True
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._rows is not None:
+            self.tables[self._name] = self._rows
+            self._rows = None
+        elif tag == "caption" and self._caption is not None:
+            self._name, self._caption = " ".join("".join(self._caption).split()), None
+        elif tag in ("td", "th") and self._cell is not None:
+            self._rows[-1].append(("".join(self._cell).strip(), self._class))
+            self._cell = None
+        elif tag == "code":
+            self._in_code = False
+
+    def handle_data(self, data):
+        if self._caption is not None:
+            self._caption.append(data)
+        elif self._cell is not None and not self._in_code:
+            self._cell.append(data)
+
+
+def _table(page: str, caption: str) -> list[list[tuple[str, str]]]:
+    parser = Tables()
+    parser.feed(page)
+    return next(rows for name, rows in parser.tables.items() if name.startswith(caption))
+
+
+def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
+    return [pair for key, value in block.items() for pair in (
+        _flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value
+        else [(f"{prefix}{key}", value)])]
+
+
+@pytest.fixture(scope="module")
+def reported(engine_builds, tmp_path_factory) -> Path:
+    """A copy of the DVC build with its report removed and written again by `linefuse report`."""
+    project = copy_project(engine_builds[0], tmp_path_factory.mktemp("report") / "project")
+    (project / "reports/index.html").unlink()
+    assert run_cli(project, "report") == 0
+    return project
+
+
+def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engine_builds):
+    page = (reported / "reports/index.html").read_text()
+    report = json.loads((reported / "metrics/eval.json").read_text())
+
+    for metric, caption, digits in (("psnr", "PSNR", 2), ("ssim", "SSIM", 4)):
+        rows = _table(page, caption)
+        methods = [text for text, _ in rows[1]]  # the label row; keys are in <code>, skipped
+        body = [row for row in rows[2:-1]]
+        assert len(body) == sum(len(by_level) for by_level in report[metric].values()) == 15
+        domain = None
+        for row in body:
+            if len(row) == len(methods) + 2:
+                domain = row.pop(0)[0]
+            level, values = row[0][0], row[1:]
+            cell = report[metric][domain][level]
+            assert len(values) == len(cell) or any(v == "–" for v, _ in values)
+            shown = [float(v) for v, _ in values if v != "–"]
+            assert [f"{v:.{digits}f}" for v in shown] == [v for v, _ in values if v != "–"]
+            assert sorted(shown) == sorted(round(v, digits) for v in cell.values())
+            best = [float(v) for v, css in values if css == "best"]
+            assert best and all(b == max(shown) for b in best), (domain, level, values)
+    hard = report["psnr"]["gaussian"]["hard"]["model_s25"]
+    assert f">{hard:.2f}</td>" in page
+
+    shown = page.replace("<wbr>", "")  # line-break opportunities in long keys
+    assert report["summary"]
+    for key, value in _flatten(report["summary"]):
+        assert f"<code>{key}</code>" in shown
+        if "gain" in key or "margin" in key:
+            assert f"{value:+.2f} dB</div>" in shown, key
+    for block in set(report) - {"psnr", "ssim", "chart", "latency_ms_per_image", "summary"}:
+        assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
+        for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:
+            assert f"<code>{key}</code>" in shown, (block, key)
+    for plot in PLOTS:
+        assert plot in page
+    assert page.count('<svg class="chart"') == 5 + 2 + 1  # per domain, steps and latency, loss
+    stages = {row["stage"] for row in csv.DictReader(open(reported / PLOTS[2]))}
+    assert stages == {"pretrain", "train@easy", "train@medium", "train@hard"}
+    assert all(f"</svg>{stage}</li>" in page for stage in stages)  # the loss chart's legend
+    assert '<img src="samples.png"' in page
+    params = yaml.safe_load((reported / "params.yaml").read_text())
+    assert f"count: {params['data']['charts']['count']}" in page and "max_samples: 2" in page
+    assert "eval:" in page and "serve:" not in page
+    # static: nothing fetched, no script, no clock
+    assert "<script" not in page and "<link" not in page and 'src="http' not in page
+    # the same bytes as DVC's own run of the stage in the engine build
+    assert (reported / "reports/index.html").read_bytes() == \
+        (engine_builds[0] / "reports/index.html").read_bytes()
+
+
+def test_the_report_is_the_same_bytes_every_run(reported, tmp_path):
+    project = copy_project(reported, tmp_path / "again")
+    first = (project / "reports/index.html").read_bytes()
+    assert run_cli(project, "report") == 0
+    assert (project / "reports/index.html").read_bytes() == first
+    assert not list((project / "reports").glob(".index.html.tmp-*"))
+
+
+def test_a_missing_input_is_one_line_naming_the_file_and_the_fix(reported, tmp_path, capsys):
+    write_params(tmp_path, tiny_params())
+    capsys.readouterr()
+    assert run_cli(tmp_path, "report") == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "linefuse: error: metrics/eval.json is missing; run `linefuse evaluate` first"]
+    project = copy_project(reported, tmp_path / "project")
+    before = (project / "reports/index.html").read_bytes()
+    (project / "reports/samples.png").unlink()
+    assert run_cli(project, "report") == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "linefuse: error: reports/samples.png is missing; run `linefuse evaluate` first"]
+    assert (project / "reports/index.html").read_bytes() == before
+
+
+def _chromium(page: Path, profile: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--force-color-profile=srgb", "--hide-scrollbars",
+         f"--user-data-dir={profile}",
+         *flags, page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=90)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
+def test_headless_chromium_draws_the_tables_charts_and_samples(reported, tmp_path):
+    page = reported / "reports/index.html"
+    shot = tmp_path / "report.png"
+    done = _chromium(page, tmp_path / "profile", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                     f"--screenshot={shot}")
+    assert shot.is_file(), done.stderr[-3000:]
+    image = np.asarray(Image.open(shot).convert("RGB"))
+    assert image.shape[:2] == (WINDOW[1], WINDOW[0])
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 500  # not blank, not one flat colour
+
+    # the tables, left of the samples: text and the tinted cells, so many non-white pixels
+    tables = image[250:1400, :880]
+    assert (tables.min(axis=2) < 200).mean() > 0.05
+    best_green = np.all(np.abs(tables.astype(int) - (192, 220, 197)) <= 2, axis=2).sum()
+    assert best_green > 2000, best_green  # the highlighted best cell of every row
+
+    # the samples, drawn pixel for pixel (nearest-neighbour upscaling): most of the picture's
+    # colours appear on the right of the page, which a broken image would not give
+    samples = np.asarray(Image.open(reported / "reports/samples.png").convert("RGB"))
+    wanted = {tuple(c) for c in np.unique(samples.reshape(-1, 3), axis=0)}
+    drawn = {tuple(c) for c in np.unique(image[:, 880:].reshape(-1, 3), axis=0)}
+    assert len(wanted & drawn) > 0.8 * len(wanted), (len(wanted & drawn), len(wanted))
+
+    # what Chromium parsed is what was written: every table, chart and the picture survived
+    dom = _chromium(page, tmp_path / "profile2", "--dump-dom").stdout
+    source = page.read_text()
+    for tag in ("<table", "<svg", "<tr", "<img", "<pre"):
+        assert dom.count(tag) == source.count(tag) > 0, tag

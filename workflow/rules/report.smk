@@ -1,0 +1,28 @@
+# The report: reports/index.html from what evaluate wrote. Its params are the params.yaml
+# sections the page shows (linefuse.report.SECTIONS), as in dvc.yaml.
+
+
+rule report:
+    input:
+        "metrics/eval.json",
+        "plots/psnr_by_domain_level.csv",
+        "plots/psnr_vs_steps.csv",
+        "plots/training_curves.csv",
+        "reports/samples.png",
+        "src/linefuse/report.py",
+    output:
+        "reports/index.html",
+    params:
+        tracked=tracked(
+            "data",
+            "degrade",
+            "shards",
+            "model",
+            "embed",
+            "optim",
+            "pretrain",
+            "train",
+            "eval",
+        ),
+    shell:
+        "linefuse report"
