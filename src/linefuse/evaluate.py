@@ -25,19 +25,14 @@ from .baselines import baselines
 from .chart_metrics import chart_errors
 from .domains import domain_adapters
 from .metrics import psnr, ssim
-from .params import LORA_DIR, SHARDS_DIR, Params
+from .params import (BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, LORA_DIR, SAMPLES_PNG,
+                     SHARDS_DIR, Params)
 from .readers import LmdbPairs
 from .restore import Restorer
 from .stage import atomic_files
 
 log = logging.getLogger("linefuse")
-PLOTS_DIR = Path("plots")
-BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
-BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
-CURVES_CSV = PLOTS_DIR / "training_curves.csv"
 PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV]
-SAMPLES_PNG = Path("reports/samples.png")
-EVAL_JSON = Path("metrics/eval.json")
 
 
 def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
@@ -71,7 +66,7 @@ def evaluate(params: Params) -> dict:
     chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
     model_seconds, model_images = defaultdict(float), defaultdict(int)
     showcase: dict[tuple, tuple] = {}
-    shown_steps = 25 if 25 in steps_list else steps_list[-1]
+    shown_steps = params.eval.shown_steps()
 
     levels = params.degrade.levels
     for level in tqdm(levels, desc="evaluate", unit="level", disable=None):

@@ -346,6 +346,13 @@ EMBEDDINGS_DIR = Path("data/embeddings")
 BASE_DIR = "models/base"
 LORA_DIR = "models/lora"
 DOMAIN_ADAPTERS_DIR = Path("models/domains")
+# evaluate's outputs (the report stage reads them without importing torch)
+EVAL_JSON = Path("metrics/eval.json")
+PLOTS_DIR = Path("plots")
+BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
+BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
+CURVES_CSV = PLOTS_DIR / "training_curves.csv"
+SAMPLES_PNG = Path("reports/samples.png")
 
 
 class PerDomainParams(Strict):
@@ -456,6 +463,10 @@ class EvalParams(Strict):
         if not steps or len(set(steps)) != len(steps):
             raise ValueError("needs one or more distinct sampler step counts, e.g. [1, 4, 25, 50]")
         return sorted(steps)
+
+    def shown_steps(self) -> int:
+        """The step count the summary, samples.png and the report show: 25 if measured, else the last."""
+        return 25 if 25 in self.steps else self.steps[-1]
 
 
 class ServeParams(Strict):

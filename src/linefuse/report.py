@@ -23,16 +23,9 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
-from .params import Params
+from .params import BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, SAMPLES_PNG, Params
 from .stage import UserError, atomic_file
 
-# What evaluate writes (the same paths as linefuse.evaluate, which this does not import: it pulls
-# in torch and the model code, seconds of start-up for a page of text).
-EVAL_JSON = Path("metrics/eval.json")
-BY_DOMAIN_CSV = Path("plots/psnr_by_domain_level.csv")
-BY_STEPS_CSV = Path("plots/psnr_vs_steps.csv")
-CURVES_CSV = Path("plots/training_curves.csv")
-SAMPLES_PNG = Path("reports/samples.png")
 INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, SAMPLES_PNG]
 REPORT_HTML = Path("reports/index.html")
 # The params.yaml sections the page shows: all that shape the numbers (loader and serve do not).
@@ -614,11 +607,6 @@ def samples_figure(size: tuple[int, int], domains: list[str], levels: list[str],
             f'height="{round(height * shown_width / max(width, 1))}"></div></figure>')
 
 
-def shown_steps(params: Params) -> int:
-    """The step count evaluate shows in samples.png (25 if measured, else the last)."""
-    return 25 if 25 in params.eval.steps else params.eval.steps[-1]
-
-
 def params_text(text: str) -> str:
     """The SECTIONS of params.yaml as written (comments kept) when each reads back to the same
     values; otherwise as YAML dumped from the values."""
@@ -674,7 +662,7 @@ def provenance(params_path: Path, shown_params: str) -> str:
 def render(report: dict, tables: dict[Path, list[dict[str, str]]], samples_size: tuple[int, int],
            params: Params, params_source: str, params_path: Path = Path("params.yaml")) -> str:
     domains, levels = list(params.degrade.domains), list(params.degrade.levels)
-    steps = shown_steps(params)
+    steps = params.eval.shown_steps()
     shown_params = params_text(params_source)
     psnr, ssim = report.get("psnr", {}), report.get("ssim", {})
     cells = sum(len(by_level) for by_level in psnr.values())
