@@ -97,6 +97,24 @@ def _copy_project(source: Path, target: Path) -> Path:
     return target
 
 
+def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
+    """optim.loss.balance: a JPEG-sized residual counts as much as a heavy blur's instead of 10x
+    less; balance 0 is the plain mean."""
+    from linefuse.params import LossWeights
+
+    target = torch.cat([torch.full((1, 3, 8, 8), 0.02), torch.full((1, 3, 8, 8), 0.2)])
+    prediction = torch.zeros_like(target)
+    plain, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, balance=0))
+    assert float(plain) == pytest.approx(0.11) and terms["l1"] == pytest.approx(0.11)
+    balanced, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, balance=1))
+    weights = torch.tensor([1 / 0.03, 1 / 0.21])
+    weights = weights / weights.mean()
+    assert float(balanced) == pytest.approx(float((weights * torch.tensor([0.02, 0.2])).mean()))
+    contributions = weights * torch.tensor([0.02, 0.2])
+    assert float(contributions[1] / contributions[0]) == pytest.approx(1.43, abs=0.01)  # was 10
+    assert terms["l1"] == pytest.approx(0.11)  # the logs keep the plain mean
+
+
 def test_kill_and_resume_ends_with_the_same_weights(trained_project, tmp_path):
     """SIGKILL train@easy after its first checkpoint; the rerun resumes and matches a clean run."""
     params = tiny_params()
@@ -247,6 +265,7 @@ def test_bf16_grad_accum_and_checkpointing_run_and_learn(trained_project, tmp_pa
     _train_easy(project)
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
     assert metrics["steps"] == 10 and torch.isfinite(torch.tensor(metrics["final_loss"]))
+    assert metrics["precision"] == "bf16" and metrics["precision_reason"].startswith("set to bf16")
     weights = _adapter(project)
     assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)
 

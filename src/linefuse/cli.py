@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from .params import EMBEDDINGS_DIR, INDEX_DIR, SHARDS_DIR, Params, ParamsError, load_params
+from .params import (DEVICES, EMBEDDINGS_DIR, INDEX_DIR, SHARDS_DIR, Params, ParamsError,
+                     load_params)
 from .stage import UserError, atomic_dir, default_workers, stage, write_json
 
 GENERATED_DIR = Path("data/source")
@@ -75,8 +76,10 @@ def run_embed(params: Params, args: argparse.Namespace) -> None:
     out = EMBEDDINGS_DIR / level
     with stage(f"embed@{level}") as written:
         with atomic_dir(out) as tmp:
+            device = _device(params, f"embed@{level}")
             metrics = embed_level(params, level, shards, INDEX_DIR / "images.parquet", tmp,
-                                  device=_device())
+                                  device=device.value)
+        metrics |= {"device": device.value, "device_reason": device.reason}
         write_json(METRICS_DIR / "embed" / f"{level}.json", metrics)
         written += [out, METRICS_DIR / "embed" / f"{level}.json"]
 
@@ -132,7 +135,7 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     from .evaluate import evaluate
 
     with stage("evaluate") as written:
-        report = evaluate(params)
+        report = evaluate(params, _device(params, "evaluate"))
         written += [Path("metrics/eval.json"), Path("plots"), Path("reports/samples.png")]
     for name, value in report["summary"].items():
         logging.getLogger("linefuse").info("evaluate: %s = %+.2f dB", name, value)
@@ -155,8 +158,9 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
     from .restore import restore_files
 
     with stage("restore") as written:
+        device = _device(params, "restore", args.device)
         restored, skipped = restore_files(params, args.inputs, Path(args.adapter), args.steps,
-                                          Path(args.out), seed=args.seed)
+                                          Path(args.out), seed=args.seed, device=device.value)
         written.append(Path(args.out))
     for path, reason in skipped:
         print(f"linefuse: skipped {path}: {reason}", file=sys.stderr)
@@ -168,8 +172,9 @@ def run_serve(params: Params, args: argparse.Namespace) -> None:
 
     from .serve import create_app
 
-    uvicorn.run(create_app(params, Path(args.adapters)), host=args.host, port=args.port,
-                log_level="info")
+    device = _device(params, "serve", args.device)
+    uvicorn.run(create_app(params, Path(args.adapters), device.value), host=args.host,
+                port=args.port, log_level="info")
 
 
 def _known_level(params: Params, level: str) -> str:
@@ -179,10 +184,14 @@ def _known_level(params: Params, level: str) -> str:
     return level
 
 
-def _device() -> str:
-    import torch
+def _device(params: Params, name: str, requested: str | None = None):
+    """The device for `name` (--device, else compute.device), logged with the reason."""
+    from .hardware import choose_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    choice = (choose_device(requested, "--device") if requested
+              else choose_device(params.compute.device))
+    logging.getLogger("linefuse").info("%s: device %s (%s)", name, choice.value, choice.reason)
+    return choice
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,10 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--steps", type=int, default=25, help="DDIM steps (default: %(default)s)")
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
+    restore.add_argument("--device", choices=DEVICES, help="overrides compute.device")
     serve = add("serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--adapters", default="models/lora", help="folder of adapter folders")
+    serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
     return parser
 
 

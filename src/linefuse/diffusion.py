@@ -15,6 +15,7 @@ from .model import predict
 from .params import LossWeights, ModelParams
 
 CHARBONNIER_EPS = 1e-3
+BALANCE_FLOOR = 0.01  # of the [-1, 1] pixel range: a sample with no residual is not weighed infinitely
 
 
 def noise_scheduler(model: ModelParams) -> DDPMScheduler:
@@ -45,16 +46,27 @@ def noisy_and_target(scheduler: DDPMScheduler, x0: torch.Tensor, noise: torch.Te
 
 def weighted_loss(prediction: torch.Tensor, target: torch.Tensor,
                   weights: LossWeights) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted sum of MSE, L1 and Charbonnier; returns the total and each term for the logs."""
+    """Weighted sum of MSE, L1 and Charbonnier; returns the total and each term for the logs.
+
+    With `weights.balance` > 0 each sample counts (mean |target| + BALANCE_FLOOR) ** -balance,
+    normalised to a mean of 1 over the batch: a JPEG crop's residual is a tenth of a heavy blur's,
+    so in a plain mean the model learns to leave it alone. The logged terms stay plain means.
+    """
     error = prediction.float() - target.float()
-    terms = {
-        "mse": error.square().mean(),
-        "l1": error.abs().mean(),
-        "charbonnier": torch.sqrt(error.square() + CHARBONNIER_EPS**2).mean(),
+    per_sample = {
+        "mse": error.square(),
+        "l1": error.abs(),
+        "charbonnier": torch.sqrt(error.square() + CHARBONNIER_EPS**2),
     }
-    total = sum(getattr(weights, name) * value for name, value in terms.items()
-                if getattr(weights, name) > 0)
-    return total, {name: float(value.detach()) for name, value in terms.items()}
+    per_sample = {name: value.flatten(1).mean(1) for name, value in per_sample.items()}
+    sample_weights = torch.ones_like(per_sample["l1"])
+    if weights.balance > 0:
+        scale = target.detach().float().abs().flatten(1).mean(1) + BALANCE_FLOOR
+        sample_weights = scale.pow(-weights.balance)
+        sample_weights = sample_weights / sample_weights.mean()
+    total = sum(getattr(weights, name) * (sample_weights * value).mean()
+                for name, value in per_sample.items() if getattr(weights, name) > 0)
+    return total, {name: float(value.detach().mean()) for name, value in per_sample.items()}
 
 
 @torch.no_grad()

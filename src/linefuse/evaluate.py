@@ -24,6 +24,7 @@ from tqdm import tqdm
 from .baselines import baselines
 from .chart_metrics import chart_errors
 from .domains import domain_adapters
+from .hardware import Choice, cpu_model
 from .metrics import psnr, ssim
 from .params import (BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, LORA_DIR, SAMPLES_PNG,
                      SHARDS_DIR, Params)
@@ -53,14 +54,16 @@ def _mean(values: list[float]) -> float:
     return round(float(np.mean(values)), 4)
 
 
-def evaluate(params: Params) -> dict:
-    """Runs the whole evaluation and writes its outputs; returns metrics/eval.json's content."""
+def evaluate(params: Params, device: Choice) -> dict:
+    """Runs the whole evaluation on `device` and writes its outputs; returns metrics/eval.json's
+    content."""
     final = params.train.order()[-1]
-    restorer = Restorer(params, Path(LORA_DIR) / final)
+    restorer = Restorer(params, Path(LORA_DIR) / final, device.value)
     steps_list, settings = params.eval.steps, params.eval.metric
     extra = domain_adapters()
-    by_domain = {domain: Restorer(params, path) for domain, path in extra["adapters"].items()}
-    combined = Restorer(params, extra["combined"]) if extra["combined"] else None
+    by_domain = {domain: Restorer(params, path, device.value)
+                 for domain, path in extra["adapters"].items()}
+    combined = Restorer(params, extra["combined"], device.value) if extra["combined"] else None
     scores = {"psnr": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
               "ssim": defaultdict(lambda: defaultdict(lambda: defaultdict(list)))}
     chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
@@ -114,6 +117,9 @@ def evaluate(params: Params) -> dict:
         for domain, by_level in report["psnr"].items()}
     if few := _few_step(report, steps_list):
         report["few_step"] = few
+    # the latencies above are this machine's: name it beside them
+    report["machine"] = {"device": device.value, "device_reason": device.reason,
+                         "cpu_model": cpu_model()}
     with atomic_files([*PLOTS, SAMPLES_PNG, EVAL_JSON]) as tmp:
         _write_plots(report, steps_list, levels, tmp)
         _write_samples(showcase, params.degrade.domains, levels, tmp[SAMPLES_PNG])

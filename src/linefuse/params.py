@@ -23,6 +23,7 @@ from pydantic import (
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 SPLITS = ("train", "val", "test")
+DEVICES = ("auto", "cpu", "cuda")
 STREAM_SCHEMES = ("file://", "http://", "https://")
 
 
@@ -253,6 +254,8 @@ class LossWeights(Strict):
     mse: Annotated[float, Field(ge=0.0)] = 1.0
     l1: Annotated[float, Field(ge=0.0)] = 0.0
     charbonnier: Annotated[float, Field(ge=0.0)] = 0.0
+    # each sample weighs (mean |target| + floor) ** -balance: 0 = plain mean over the batch
+    balance: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
 
     @model_validator(mode="after")
     def _some_weight(self) -> LossWeights:
@@ -292,7 +295,7 @@ class OptimParams(Strict):
     seed: int = 0
     batch_size: Annotated[int, Field(ge=1)] = 16
     grad_accum: Annotated[int, Field(ge=1)] = 1
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: linefuse.hardware decides
     optimizer: Literal["adamw", "adamw8bit"] = "adamw"
     weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
     clip_grad_norm: Annotated[float, Field(gt=0.0)] | None = 1.0
@@ -476,6 +479,13 @@ class ServeParams(Strict):
     max_steps: Annotated[int, Field(ge=1, le=1000)] = 100
 
 
+class ComputeParams(Strict):
+    """Where the model runs (embed, training, evaluate, restore, serve); `auto` takes the CUDA GPU
+    when one is visible, else the CPU, and each stage logs the choice with its reason."""
+
+    device: Literal[DEVICES] = "auto"
+
+
 class LaunchParams(Strict):
     """How the training stages start: `accelerate launch` with this config and process count
     (also the GPUs each training job asks a cluster for)."""
@@ -509,6 +519,7 @@ class Params(Strict):
     eval: EvalParams = EvalParams()
     serve: ServeParams = ServeParams()
     launch: LaunchParams = LaunchParams()
+    compute: ComputeParams = ComputeParams()
 
     @model_validator(mode="after")
     def _per_domain_domains_are_degrade_domains(self) -> Params:

@@ -169,7 +169,7 @@ def profile(params: Params, job: Job, steps: int) -> dict:
     """Times `steps` training steps of `job` after WARMUP_STEPS untimed ones; writes nothing."""
     if steps < 1:
         raise UserError(f"--steps {steps}: needs at least 1")
-    accelerator = _accelerator(params, STATE_ROOT)  # never saves: nothing lands there
+    accelerator, _, precision = _accelerator(params, STATE_ROOT)  # never saves: nothing lands there
     set_seed(params.optim.seed)
     stream, prompt_table, channels, _ = _data(params, job, accelerator)
     model = _model(params, job, channels)
@@ -212,7 +212,7 @@ def profile(params: Params, job: Job, steps: int) -> dict:
     total = sum(rows.values())
     return {"job": job.name, "lora": job.lora, "steps": steps, "warmup_steps": WARMUP_STEPS,
             "batch_size": params.optim.batch_size, "grad_accum": params.optim.grad_accum,
-            "precision": params.optim.precision, "device": str(accelerator.device),
+            "precision": precision.value, "device": str(accelerator.device),
             "compile_ignored": params.optim.compile, "step_ms": 1000 * total / steps,
             "rows": [{"name": name, "ms_per_step": 1000 * seconds / steps,
                       "percent": 100 * seconds / total} for name, seconds in rows.items()]}

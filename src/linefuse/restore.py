@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 from .diffusion import restored_from, sample
 from .embed import normalise
+from .hardware import choose_device
 from .model import load_base
 from .params import BASE_DIR, EMBEDDINGS_DIR, Params
 from .stage import UserError
@@ -27,7 +28,9 @@ from .stage import UserError
 class Restorer:
     """Loads the model once; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
 
-    def __init__(self, params: Params, adapter: str | Path | None, device: str = "cpu"):
+    def __init__(self, params: Params, adapter: str | Path | None, device: str | None = None):
+        """`device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one)."""
+        device = device or choose_device(params.compute.device).value
         self.params, self.device = params, torch.device(device)
         base_dir = Path(BASE_DIR)
         if not (base_dir / "config.json").is_file():
@@ -103,7 +106,7 @@ class Restorer:
 
 
 def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, out_dir: Path,
-                  seed: int = 0) -> tuple[int, list[tuple[str, str]]]:
+                  seed: int = 0, device: str | None = None) -> tuple[int, list[tuple[str, str]]]:
     """Restores every image in `inputs` (files or folders) into out_dir as PNG, keeping relative
     names; returns (restored count, [(path, reason) for each skipped file])."""
     from tqdm import tqdm
@@ -122,7 +125,7 @@ def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, 
             skipped.append((str(entry), "no such file or folder"))
     if steps < 1:
         raise UserError(f"--steps {steps}: must be at least 1")
-    restorer = Restorer(params, adapter)
+    restorer = Restorer(params, adapter, device)
     out_dir.mkdir(parents=True, exist_ok=True)
     restored = 0
     for path, relative in tqdm(files, desc="restore", unit="image", disable=None):

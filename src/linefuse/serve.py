@@ -16,14 +16,17 @@ from fastapi.responses import JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
 
 from .images import to_rgb
+from .hardware import choose_device
 from .params import Params
 from .restore import Restorer
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 
 
-def create_app(params: Params, adapters_dir: Path) -> FastAPI:
+def create_app(params: Params, adapters_dir: Path, device: str | None = None) -> FastAPI:
+    """The app over the adapters in `adapters_dir`, on `device` (None: compute.device)."""
     settings = params.serve
+    device = device or choose_device(params.compute.device).value
     max_bytes = int(settings.max_upload_mb * 1024 * 1024)
     too_large = f"upload larger than serve.max_upload_mb ({settings.max_upload_mb:g} MB)"
     default_adapter = params.train.order()[-1]
@@ -37,7 +40,7 @@ def create_app(params: Params, adapters_dir: Path) -> FastAPI:
         if name not in restorers:
             if name not in adapters():
                 raise HTTPException(422, f"unknown adapter {name!r}; GET /adapters lists them")
-            restorers[name] = Restorer(params, adapters_dir / name)
+            restorers[name] = Restorer(params, adapters_dir / name, device)
         return restorers[name]
 
     app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
@@ -46,7 +49,8 @@ def create_app(params: Params, adapters_dir: Path) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "default_adapter": default_adapter, "loaded": sorted(restorers)}
+        return {"status": "ok", "default_adapter": default_adapter, "loaded": sorted(restorers),
+                "device": device}
 
     @app.get("/adapters")
     def list_adapters() -> dict:

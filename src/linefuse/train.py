@@ -25,6 +25,7 @@ from safetensors.torch import load_file
 from .checkpoints import CheckpointStore, fingerprint, trim_step_log
 from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
 from .embed import EmbeddedPairs
+from .hardware import Choice, choose_device, choose_precision
 from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
                     save_adapter, save_base, unet_config)
 from .params import BASE_DIR, EMBEDDINGS_DIR, LORA_DIR, SHARDS_DIR, Params
@@ -94,17 +95,18 @@ def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Jo
                          "per_domain": per_domain.model_dump(include={"steps", "lr"})})
 
 
-def _accelerator(params: Params, state_dir: Path) -> Accelerator:
-    precision = params.optim.precision
-    if precision == "fp16" and not torch.cuda.is_available():
-        raise UserError("optim.precision: fp16 needs a CUDA GPU; use fp32 or bf16 on the CPU")
+def _accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:
+    """The accelerator on the device and precision chosen for this machine, and both choices."""
+    device = choose_device(params.compute.device)
+    precision = choose_precision(params.optim.precision, device.value)
     ddp = DistributedDataParallelKwargs(find_unused_parameters=False, gradient_as_bucket_view=True,
                                         static_graph=True)
-    # cpu=True on a machine without CUDA makes a multi-process launch use gloo (MULTI_CPU)
-    return Accelerator(cpu=not torch.cuda.is_available(),
-                       mixed_precision={"fp32": "no"}.get(precision, precision),
-                       gradient_accumulation_steps=params.optim.grad_accum,
-                       kwargs_handlers=[ddp], project_dir=str(state_dir))
+    # cpu=True makes a multi-process launch use gloo (MULTI_CPU), also on a machine with a GPU
+    accelerator = Accelerator(cpu=device.value == "cpu",
+                              mixed_precision={"fp32": "no"}.get(precision.value, precision.value),
+                              gradient_accumulation_steps=params.optim.grad_accum,
+                              kwargs_handlers=[ddp], project_dir=str(state_dir))
+    return accelerator, device, precision
 
 
 def _optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: float):
@@ -177,7 +179,9 @@ def run(params: Params, job: Job) -> dict:
     """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
     started = time.perf_counter()
     store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
-    accelerator = _accelerator(params, store_probe.root)
+    accelerator, device, precision = _accelerator(params, store_probe.root)
+    log.info("%s: device %s (%s); precision %s (%s)", job.name, accelerator.device, device.reason,
+             precision.value, precision.reason)
     set_seed(params.optim.seed)
     stream, prompt_table, channels, input_files = _data(params, job, accelerator)
     adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
@@ -272,7 +276,8 @@ def run(params: Params, job: Job) -> dict:
         "data_wait_fraction": total_wait / max(loop_seconds, 1e-9),
         "trainable_params": trainable_params, "total_params": total_params,
         "trainable_fraction": trainable_params / total_params,
-        "processes": processes, "precision": params.optim.precision,
+        "processes": processes, "device": str(accelerator.device), "device_reason": device.reason,
+        "precision": precision.value, "precision_reason": precision.reason,
         "seconds": time.perf_counter() - started, **peak_memory_mb(accelerator.device),
     }
     accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs

@@ -30,6 +30,7 @@ TRAIN_CODE = [
     "src/linefuse/model.py",
     "src/linefuse/diffusion.py",
     "src/linefuse/trainset.py",
+    "src/linefuse/hardware.py",
 ]
 
 

@@ -14,11 +14,12 @@ rule embed:
         "data/shards/{level}",
         "data/index/images.parquet",
         "src/linefuse/embed.py",
+        "src/linefuse/hardware.py",
     output:
         directory("data/embeddings/{level}"),
         "metrics/embed/{level}.json",
     params:
-        tracked=tracked("model.unet", "model.vae", "model.text_encoder", "embed"),
+        tracked=tracked("compute", "model.unet", "model.vae", "model.text_encoder", "embed"),
     threads: workflow.cores
     shell:
         "linefuse embed --level {wildcards.level}"
@@ -34,7 +35,7 @@ rule pretrain:
         directory("logs/pretrain"),
         "metrics/train/pretrain.json",
     params:
-        tracked=tracked("model", "loader", "optim", "launch", "pretrain", "degrade.levels"),
+        tracked=tracked("compute", "model", "loader", "optim", "launch", "pretrain", "degrade.levels"),
     threads: workflow.cores
     resources:
         gpu=PROCESSES,
@@ -57,6 +58,7 @@ rule train:
         "metrics/train/{level}.json",
     params:
         tracked=tracked(
+            "compute",
             "model",
             "loader",
             "optim",
@@ -89,6 +91,7 @@ rule train_domains:
         "metrics/train/domains.json",
     params:
         tracked=tracked(
+            "compute",
             "model",
             "loader",
             "optim",
@@ -121,6 +124,7 @@ rule evaluate:
         "src/linefuse/baselines.py",
         "src/linefuse/metrics.py",
         "src/linefuse/chart_metrics.py",
+        "src/linefuse/hardware.py",
     output:
         "reports/samples.png",
         "metrics/eval.json",
@@ -128,7 +132,7 @@ rule evaluate:
         "plots/psnr_vs_steps.csv",
         "plots/training_curves.csv",
     params:
-        tracked=tracked("model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
+        tracked=tracked("compute", "model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
     threads: workflow.cores
     shell:
         "linefuse evaluate"

@@ -1,0 +1,110 @@
+"""Training speed per precision on this machine: fp32, bf16 and (on a GPU) fp16.
+
+Each precision runs in a process of its own (accelerate fixes autocast once per process) through
+the real training step: accelerate's mixed precision over `linefuse.train._step_loss`, on the
+default model (`model.unet` from params.yaml, full fine-tune as in pretrain, the costliest stage)
+at the default batch size and crop. The report names the machine (CPU model and flags, GPU),
+what `optim.precision: auto` picks here and why, and whether that is the fastest measured:
+benchmarks/results/precision.json.
+
+    python benchmarks/precision.py [--steps 6] [--out benchmarks/results/precision.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_case(precision: str, steps: int) -> dict:
+    """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
+    from linefuse.diffusion import noise_scheduler
+    from linefuse.model import build_unet
+    from linefuse.params import load_params
+    from linefuse.train import _accelerator, _step_loss
+
+    params = load_params(REPO / "params.yaml")
+    params = params.model_copy(update={"optim": params.optim.model_copy(
+        update={"precision": precision})})
+    with tempfile.TemporaryDirectory() as state_dir:  # the accelerator saves nothing there
+        accelerator, _, chosen = _accelerator(params, Path(state_dir))
+    batch, crop = params.optim.batch_size, params.shards.crop
+    torch.manual_seed(0)
+    model = build_unet(params.model.unet, 3)
+    torch.nn.init.normal_(model.conv_out.weight, std=0.02)  # a zero head makes backward trivial
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    scheduler = noise_scheduler(params.model)
+    blurred = torch.rand(batch, 3, crop, crop, device=accelerator.device) * 2 - 1
+    sharp = blurred.clamp(-0.5, 0.5)
+    prompts = torch.zeros(batch, 1, model.config.cross_attention_dim, device=accelerator.device)
+
+    def step(index: int) -> None:
+        loss, _ = _step_loss(params, scheduler, model, blurred, sharp, prompts, index, 0, 0)
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for index in range(2):
+        step(index)
+    if accelerator.device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for index in range(steps):
+        step(index)
+    if accelerator.device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
+    return {"samples_per_s": round(steps * batch / elapsed, 2), "steps": steps, "batch": batch,
+            "crop": crop, "device": str(accelerator.device), "autocast": chosen.value}
+
+
+def main() -> None:
+    from linefuse.hardware import choose_device, choose_precision, machine_summary
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=str(REPO / "benchmarks/results/precision.json"))
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.steps)))
+        return
+
+    device = choose_device("auto")
+    precisions = ["fp32", "bf16"] + (["fp16"] if device.value == "cuda" else [])
+    cases = {}
+    for precision in precisions:
+        done = subprocess.run([sys.executable, __file__, "--case", precision, "--steps",
+                               str(args.steps)], capture_output=True, text=True, check=True)
+        cases[precision] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(precision, cases[precision], flush=True)
+    auto = choose_precision("auto", device.value)
+    fastest = max(cases, key=lambda name: cases[name]["samples_per_s"])
+    report = {
+        "machine": machine_summary(), "device": device.value,
+        "auto": {"picks": auto.value, "reason": auto.reason},
+        "cases": cases,
+        "ratio_to_fp32": {name: round(case["samples_per_s"] / cases["fp32"]["samples_per_s"], 2)
+                          for name, case in cases.items()},
+        "fastest": fastest,
+        # fp16 may edge out bf16 on a GPU; auto still prefers bf16 there (no loss scaling)
+        "auto_is_fastest_or_bf16_on_gpu": auto.value == fastest
+        or (device.value == "cuda" and auto.value == "bf16"),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({key: report[key] for key in ("auto", "ratio_to_fp32", "fastest")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
