@@ -453,7 +453,7 @@ class BaselineParams(Strict):
 
 
 class EvalParams(Strict):
-    steps: list[Annotated[int, Field(ge=1, le=1000)]] = [1, 4, 25, 50]
+    steps: list[Annotated[int, Field(ge=1, le=1000)]] = [1, 4, 25]
     batch_size: Annotated[int, Field(ge=1)] = 16
     seed: int = 0
     max_samples: Annotated[int, Field(ge=1)] | None = None
@@ -464,7 +464,7 @@ class EvalParams(Strict):
     @classmethod
     def _distinct_steps(cls, steps: list[int]) -> list[int]:
         if not steps or len(set(steps)) != len(steps):
-            raise ValueError("needs one or more distinct sampler step counts, e.g. [1, 4, 25, 50]")
+            raise ValueError("needs one or more distinct sampler step counts, e.g. [1, 4, 25]")
         return sorted(steps)
 
     def shown_steps(self) -> int:
