@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -124,7 +125,7 @@ def test_stages_record_the_choice(trained_project):
 def test_restore_device_flag_without_a_gpu_is_one_line(trained_project, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    done = subprocess.run(["linefuse", "restore", "data/source", "--device", "cuda", "--out",
+    done = subprocess.run([sys.executable, "-m", "linefuse.cli", "restore", "data/source", "--device", "cuda", "--out",
                            str(tmp_path / "out")], cwd=trained_project, capture_output=True,
                           text=True)
     assert done.returncode == 2

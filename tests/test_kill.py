@@ -70,11 +70,18 @@ def _lock_outs(project: Path, stage: str) -> list:
                   if not out["path"].startswith(("logs/", "metrics/train", "metrics/embed")))
 
 
-def _lock_is_broken(project: Path) -> bool:
-    """dvc.lock left empty or cut short, so that DVC refuses to read it."""
+def _broken_dvc_files(project: Path) -> list[Path]:
+    """The files DVC rewrites in place that a kill left empty or cut short, so that DVC refuses
+    to read them: dvc.lock, and the read/write lock of outputs in use, .dvc/tmp/rwlock."""
+    lock, rwlock = project / "dvc.lock", project / ".dvc" / "tmp" / "rwlock"
     done = subprocess.run(["dvc", "status"], cwd=project, env=ENV, capture_output=True, text=True)
-    return "dvc.lock' validation failed" in done.stdout + done.stderr or \
-        (project / "dvc.lock").stat().st_size == 0
+    said = done.stdout + done.stderr
+    broken = []
+    if "dvc.lock' validation failed" in said or lock.stat().st_size == 0:
+        broken.append(lock)
+    if "Unable to read RWLock-file" in said:
+        broken.append(rwlock)
+    return broken
 
 
 def _killed(command: list[str], project: Path, delay: float) -> bool:
@@ -139,14 +146,13 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine):
         for out in outs:  # absent, or complete and right: never half-written
             assert _digest(project, out) in (None, expected[out]), (stage, delay, out)
 
-        lock = project / "dvc.lock"
-        if engine == "dvc" and _lock_is_broken(project):
-            # DVC rewrites dvc.lock in place: a kill inside that write leaves it empty or cut
-            # short, and every dvc command then fails to parse it. The recovery (README):
-            # `git checkout dvc.lock` (or remove it), then `dvc repro`.
-            emptied_locks += 1
-            lock.unlink()
         if engine == "dvc":
+            # DVC rewrites dvc.lock and .dvc/tmp/rwlock in place: a kill inside either write
+            # leaves it empty or cut short, and every dvc command then fails to parse it. The
+            # recovery (README): `git checkout dvc.lock` (or remove it), remove the rwlock, rerun.
+            for broken in _broken_dvc_files(project):
+                emptied_locks += 1
+                broken.unlink()
             run(project, *command)
         else:  # Snakemake's recovery after a kill: drop its lock, redo what it marked incomplete
             run(project, "snakemake", "--cores", "2", "--unlock", outs[0])
@@ -156,7 +162,7 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine):
             assert _lock_outs(project, stage) == _lock_outs(built, stage), stage
         shutil.rmtree(project)
     print(f"{engine}: {interrupted} of {TRIALS} kills landed mid-stage; "
-          f"{emptied_locks} left dvc.lock empty or cut short")
+          f"{emptied_locks} left dvc.lock or .dvc/tmp/rwlock empty or cut short")
     # the seeded delays must actually interrupt stages, or the test proves little
     assert interrupted >= TRIALS // 2, interrupted
 
