@@ -23,11 +23,12 @@ import numpy as np
 import polars as pl
 
 from linefuse.cli import main as linefuse
-from linefuse.degrade import degrade, item_rng
-from linefuse.images import load_rgb
+from linefuse.data.degrade import degrade, item_rng
+from linefuse.data.images import load_rgb
 from linefuse.params import load_params
-from linefuse.readers import LmdbPairs, read_manifest, shard_urls, webdataset_pairs
-from linefuse.shards import LMDB_DIR, crop_windows
+from linefuse.data.readers import LmdbPairs, read_manifest, shard_urls, webdataset_pairs
+from linefuse.data.layout import LMDB_DIR
+from linefuse.data.shards import crop_windows
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Training speed per precision on this machine: fp32, bf16 and (on a GPU) fp16.
 
 Each precision runs in a process of its own (accelerate fixes autocast once per process) through
-the real training step: accelerate's mixed precision over `linefuse.train._step_loss`, on the
+the real training step: accelerate's mixed precision over `linefuse.train.loop.training_step`, on the
 default model (`model.unet` from params.yaml, full fine-tune as in pretrain, the costliest stage)
 at the default batch size and crop. The report names the machine (CPU model and flags, GPU),
 what `optim.precision: auto` picks here and why, and whether that is the fastest measured:
@@ -27,32 +27,32 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
-    from linefuse.diffusion import noise_scheduler
-    from linefuse.model import build_unet
+    from linefuse.train.diffusion import noise_scheduler
+    from linefuse.train.model import build_unet
     from linefuse.params import load_params
-    from linefuse.train import _accelerator, _step_loss
+    from linefuse.train.loop import make_accelerator, training_step
 
     params = load_params(REPO / "params.yaml")
     params = params.model_copy(update={"optim": params.optim.model_copy(
         update={"precision": precision})})
     with tempfile.TemporaryDirectory() as state_dir:  # the accelerator saves nothing there
-        accelerator, _, chosen = _accelerator(params, Path(state_dir))
+        accelerator, _, chosen = make_accelerator(params, Path(state_dir))
     batch, crop = params.optim.batch_size, params.shards.crop
     torch.manual_seed(0)
     model = build_unet(params.model.unet, 3)
     torch.nn.init.normal_(model.conv_out.weight, std=0.02)  # a zero head makes backward trivial
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    trainable = list(model.parameters())
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4)
+    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    model, optimizer, constant = accelerator.prepare(model, optimizer, constant)
     scheduler = noise_scheduler(params.model)
     blurred = torch.rand(batch, 3, crop, crop, device=accelerator.device) * 2 - 1
     sharp = blurred.clamp(-0.5, 0.5)
     prompts = torch.zeros(batch, 1, model.config.cross_attention_dim, device=accelerator.device)
 
     def step(index: int) -> None:
-        loss, _ = _step_loss(params, scheduler, model, blurred, sharp, prompts, index, 0, 0)
-        accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        training_step(params, accelerator, scheduler, model, optimizer, constant, trainable,
+                      blurred, sharp, prompts, index, 0)
 
     for index in range(2):
         step(index)

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from scipy.spatial import cKDTree
 
-from linefuse.charts import chart_rng, generate, make_spectrum, render_chart
+from linefuse.data.charts import chart_rng, generate, make_spectrum, render_chart
 from linefuse.params import ChartParams
 
 

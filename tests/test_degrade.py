@@ -8,7 +8,7 @@ import pytest
 from scipy import ndimage
 from skimage.metrics import peak_signal_noise_ratio
 
-from linefuse.degrade import blur_kernel, degrade, item_rng
+from linefuse.data.degrade import blur_kernel, degrade, item_rng
 from linefuse.params import DOMAINS, load_params
 
 PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").degrade

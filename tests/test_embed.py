@@ -16,17 +16,17 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import file_digests, tiny_params
-from linefuse.embed import (
+from linefuse.train.embed import (
     EmbeddedPairs,
     embed_level,
     encode_pixels,
     load_vae,
-    normalise,
 )
+from linefuse.data.transforms import normalise
 from linefuse.params import parse_params
-from linefuse.readers import LmdbPairs, read_manifest
-from linefuse.shards import MANIFEST as SHARD_MANIFEST
-from linefuse.shards import Pair, _LevelWriter
+from linefuse.data.readers import LmdbPairs, read_manifest
+from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.data.shards import Pair, _LevelWriter
 from linefuse.stage import UserError
 
 LEVEL = "easy"

@@ -20,11 +20,11 @@ from skimage.color import rgb2ycbcr
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from conftest import LEVELS, run_cli, tiny_params, write_params
-from linefuse.baselines import baselines
-from linefuse.chart_metrics import chart_errors
-from linefuse.metrics import psnr, ssim
+from linefuse.evaluate.baselines import baselines
+from linefuse.evaluate.chart_metrics import chart_errors
+from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.params import DOMAINS, BaselineParams, MetricParams
-from linefuse.readers import LmdbPairs
+from linefuse.data.readers import LmdbPairs
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}

@@ -7,7 +7,7 @@ import json
 import polars as pl
 
 from conftest import LEVELS, run_cli, tiny_params, write_params
-from linefuse.embed import EmbeddedPairs
+from linefuse.train.embed import EmbeddedPairs
 from test_index import KEPT, make_hostile_folder
 
 

@@ -12,7 +12,7 @@ import polars as pl
 from PIL import Image
 
 from conftest import run_cli, tiny_params, write_params
-from linefuse.index import split_for
+from linefuse.data.index import split_for
 from linefuse.params import SplitRatios
 
 

@@ -12,7 +12,7 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 from torch import nn
 
-from linefuse.model import (
+from linefuse.train.model import (
     add_lora,
     build_unet,
     count_parameters,

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-import linefuse.profile
+import linefuse.train.profile
 from conftest import file_digests, run_cli, tiny_params, write_params
 
 DELAY_S = 0.05
@@ -53,7 +53,7 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
     """Delays inside two blocks (between the profiler's hooks and markers) and in the batch
     stream: each must show up in its own row and nowhere else."""
     clock = _Clock()
-    make_model, make_data = linefuse.profile._model, linefuse.profile._data
+    make_model, make_data = linefuse.train.profile.training_model, linefuse.train.profile.training_data
 
     class SleepInBackward(torch.autograd.Function):
         @staticmethod
@@ -81,9 +81,9 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
         stream.batches = lambda: ((clock.sleep(DELAY_S), batch)[1] for batch in batches())
         return stream, *rest
 
-    monkeypatch.setattr(linefuse.profile, "time", clock)
-    monkeypatch.setattr(linefuse.profile, "_model", slow_model)
-    monkeypatch.setattr(linefuse.profile, "_data", slow_data)
+    monkeypatch.setattr(linefuse.train.profile, "time", clock)
+    monkeypatch.setattr(linefuse.train.profile, "training_model", slow_model)
+    monkeypatch.setattr(linefuse.train.profile, "training_data", slow_data)
     report = _profile(trained_project, tmp_path / "slow.json")
     delayed = {"data loading", "forward mid_block", "backward up_blocks.1"}
     for row in report["rows"]:
@@ -103,7 +103,7 @@ def test_each_layers_backward_runs_inside_its_blocks_window(trained_project, mon
     layer): each trainable layer's backward starts after the marker that opens its block's
     window (stem/head for conv_in, the time embedding, conv_out) and before the next one fires."""
     events: list[tuple[str, str]] = []
-    make_model, mark = linefuse.profile._model, linefuse.profile.StepProfiler.mark
+    make_model, mark = linefuse.train.profile.training_model, linefuse.train.profile.StepProfiler.mark
 
     def watched_model(*args):
         model = make_model(*args)
@@ -117,8 +117,8 @@ def test_each_layers_backward_runs_inside_its_blocks_window(trained_project, mon
         events.append(("marker", label))
         mark(profiler, label)
 
-    monkeypatch.setattr(linefuse.profile, "_model", watched_model)
-    monkeypatch.setattr(linefuse.profile.StepProfiler, "mark", marking)
+    monkeypatch.setattr(linefuse.train.profile, "training_model", watched_model)
+    monkeypatch.setattr(linefuse.train.profile.StepProfiler, "mark", marking)
     assert run_cli(trained_project, "profile", "--full", "--steps", "1") == 0
     window, seen = "stem/head", set()
     for kind, label in events:

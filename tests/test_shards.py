@@ -11,9 +11,9 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio
 
 from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
-from linefuse import shards
+from linefuse.data import shards
 from linefuse.params import DOMAINS, SPLITS
-from linefuse.readers import LmdbPairs, collate_pairs, read_manifest, shard_urls, webdataset_pairs
+from linefuse.data.readers import LmdbPairs, collate_pairs, read_manifest, shard_urls, webdataset_pairs
 
 
 def test_two_runs_and_worker_counts_give_identical_bytes(tiny_project, tmp_path):

@@ -21,9 +21,9 @@ from peft import PeftModel
 from safetensors.torch import load_file
 
 from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
-from linefuse.diffusion import restored_from, sample, weighted_loss
-from linefuse.embed import EmbeddedPairs
-from linefuse.model import build_unet, load_base
+from linefuse.train.diffusion import restored_from, sample, weighted_loss
+from linefuse.train.embed import EmbeddedPairs
+from linefuse.train.model import build_unet, load_base
 from linefuse.params import parse_params
 
 BIN = Path(sys.executable).parent
@@ -318,8 +318,8 @@ def test_webdataset_streams_shards_over_http_to_the_same_weights(trained_project
 
 def test_shard_urls_expand_braces_and_open_pipes(tiny_project):
     """pipe: commands and {a..b} ranges reach WebDataset as separate shards, in order."""
-    from linefuse.readers import shard_urls, webdataset_pairs
-    from linefuse.trainset import shard_stream_urls
+    from linefuse.data.readers import shard_urls, webdataset_pairs
+    from linefuse.train.trainset import shard_stream_urls
 
     local = shard_urls(tiny_project / "data/shards/easy", "train")
     folder = Path(local[0]).parent
@@ -334,7 +334,7 @@ def test_shard_urls_expand_braces_and_open_pipes(tiny_project):
 
 
 def test_memory_warning_names_the_key(tmp_path, caplog):
-    from linefuse.telemetry import StepLogger
+    from linefuse.train.telemetry import StepLogger
 
     logger = StepLogger(tmp_path, "train@easy", every=1, memory_warn_fraction=1e-6,
                         device=torch.device("cpu"), enabled=True, resume=False)
@@ -354,8 +354,8 @@ def test_memory_warning_names_the_key(tmp_path, caplog):
 def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_project, tmp_path):
     """train.adapters: per_domain -> one adapter per domain, trained on that domain's samples
     only, and a `cat` merge whose update is exactly the weighted sum of theirs."""
-    from linefuse.domains import domain_adapters
-    from linefuse.trainset import map_dataset
+    from linefuse.train.domains import domain_adapters
+    from linefuse.train.trainset import map_dataset
 
     project = _copy_project(trained_project, tmp_path / "domains")
     params = tiny_params()

@@ -13,26 +13,24 @@ import os
 import sys
 from pathlib import Path
 
-from .params import (DEVICES, EMBEDDINGS_DIR, INDEX_DIR, SHARDS_DIR, Params, ParamsError,
-                     load_params)
-from .stage import UserError, atomic_dir, default_workers, stage, write_json
+from linefuse import paths
+from linefuse.params import DEVICES, Params, ParamsError, load_params
+from linefuse.stage import UserError, atomic_dir, default_workers, stage, write_json
 
-GENERATED_DIR = Path("data/source")
-METRICS_DIR = Path("metrics")
 DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM, errno.EFBIG}
 
 
 def run_generate(params: Params, args: argparse.Namespace) -> None:
-    from .charts import generate
+    from linefuse.data.charts import generate
 
-    with stage("generate") as written, atomic_dir(GENERATED_DIR) as tmp:
+    with stage("generate") as written, atomic_dir(paths.GENERATED_DIR) as tmp:
         generate(params.data.charts, tmp, workers=args.workers)
-        written.append(GENERATED_DIR)
+        written.append(paths.GENERATED_DIR)
 
 
 def run_index(params: Params, args: argparse.Namespace) -> None:
-    from .index import build_index, index_metrics
-    from .stage import atomic_file
+    from linefuse.data.index import build_index, index_metrics
+    from linefuse.stage import atomic_file
 
     source = Path(params.data.source_dir)
     if not source.is_dir():
@@ -40,52 +38,52 @@ def run_index(params: Params, args: argparse.Namespace) -> None:
                         f"or point data.source_dir at a folder of images")
     with stage("index") as written:
         images, rejects = build_index(params.data, workers=args.workers)
-        for frame, name in ((images, "images.parquet"), (rejects, "rejects.parquet")):
-            with atomic_file(INDEX_DIR / name) as tmp:
+        for frame, path in ((images, paths.IMAGES_PARQUET), (rejects, paths.REJECTS_PARQUET)):
+            with atomic_file(path) as tmp:
                 frame.write_parquet(tmp)
-            written.append(INDEX_DIR / name)
-        write_json(METRICS_DIR / "index.json", index_metrics(images, rejects))
-        written.append(METRICS_DIR / "index.json")
+            written.append(path)
+        write_json(paths.INDEX_METRICS, index_metrics(images, rejects))
+        written.append(paths.INDEX_METRICS)
         if images.is_empty():
             logging.getLogger("linefuse").warning(
                 "index: no usable image under %s (%d rejected)", source, rejects.height)
 
 
 def run_shard(params: Params, args: argparse.Namespace) -> None:
-    from .shards import build_level
+    from linefuse.data.shards import build_level
 
     level = _known_level(params, args.level)
-    index_path = INDEX_DIR / "images.parquet"
-    if not index_path.is_file():
-        raise UserError(f"{index_path} is missing; run `linefuse index` first")
-    out = SHARDS_DIR / level
+    if not paths.IMAGES_PARQUET.is_file():
+        raise UserError(f"{paths.IMAGES_PARQUET} is missing; run `linefuse index` first")
+    out = paths.shards(level)
     with stage(f"shard@{level}") as written:
         with atomic_dir(out) as tmp:
-            metrics = build_level(params, level, index_path, tmp, workers=args.workers)
-        write_json(METRICS_DIR / "shard" / f"{level}.json", metrics)
-        written += [out, METRICS_DIR / "shard" / f"{level}.json"]
+            metrics = build_level(params, level, paths.IMAGES_PARQUET, tmp, workers=args.workers)
+        write_json(paths.shard_metrics(level), metrics)
+        written += [out, paths.shard_metrics(level)]
 
 
 def run_embed(params: Params, args: argparse.Namespace) -> None:
-    from .embed import embed_level
+    from linefuse.data.layout import MANIFEST
+    from linefuse.train.embed import embed_level
 
     level = _known_level(params, args.level)
-    shards = SHARDS_DIR / level
-    if not (shards / "manifest.parquet").is_file():
+    shards = paths.shards(level)
+    if not (shards / MANIFEST).is_file():
         raise UserError(f"{shards} is missing; run `linefuse shard --level {level}` first")
-    out = EMBEDDINGS_DIR / level
+    out = paths.embeddings(level)
     with stage(f"embed@{level}") as written:
         with atomic_dir(out) as tmp:
             device = _device(params, f"embed@{level}")
-            metrics = embed_level(params, level, shards, INDEX_DIR / "images.parquet", tmp,
+            metrics = embed_level(params, level, shards, paths.IMAGES_PARQUET, tmp,
                                   device=device.value)
         metrics |= {"device": device.value, "device_reason": device.reason}
-        write_json(METRICS_DIR / "embed" / f"{level}.json", metrics)
-        written += [out, METRICS_DIR / "embed" / f"{level}.json"]
+        write_json(paths.embed_metrics(level), metrics)
+        written += [out, paths.embed_metrics(level)]
 
 
 def run_pretrain(params: Params, args: argparse.Namespace) -> None:
-    from .train import pretrain_job, pretrain_or_copy
+    from linefuse.train.loop import pretrain_job, pretrain_or_copy
 
     job = pretrain_job(params)
     with stage("pretrain") as written:
@@ -94,14 +92,14 @@ def run_pretrain(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_train(params: Params, args: argparse.Namespace) -> None:
-    from .train import run, train_job
+    from linefuse.train.loop import run, train_job
 
     level = args.level
     if level not in params.train.curriculum:
         raise UserError(f"--level {level}: not in train.curriculum "
                         f"({', '.join(params.train.order())})")
     job = train_job(params, level)
-    for needed in [Path("models/base")] + ([job.init_adapter] if job.init_adapter else []):
+    for needed in [paths.BASE_DIR] + ([job.init_adapter] if job.init_adapter else []):
         if not needed.is_dir():
             raise UserError(f"{needed} is missing; run the stage that writes it first "
                             f"(dvc repro, or snakemake {needed})")
@@ -111,19 +109,18 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_train_domains(params: Params, args: argparse.Namespace) -> None:
-    from .domains import LOG_DIR, METRICS_PATH, train_domain_adapters
-    from .params import BASE_DIR, DOMAIN_ADAPTERS_DIR
+    from linefuse.train.domains import LOG_DIR, METRICS_PATH, train_domain_adapters
 
-    if params.train.adapters == "per_domain" and not Path(BASE_DIR).is_dir():
-        raise UserError("models/base is missing; run the stage that writes it first "
-                        "(dvc repro, or snakemake models/base)")
+    if params.train.adapters == "per_domain" and not paths.BASE_DIR.is_dir():
+        raise UserError(f"{paths.BASE_DIR} is missing; run the stage that writes it first "
+                        f"(dvc repro, or snakemake {paths.BASE_DIR})")
     with stage("train_domains") as written:
         train_domain_adapters(params)
-        written += [DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
+        written += [paths.DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
 
 
 def run_profile(params: Params, args: argparse.Namespace) -> None:
-    from .profile import format_report, profile, profile_job
+    from linefuse.train.profile import format_report, profile, profile_job
 
     report = profile(params, profile_job(params, args.level, args.full), args.steps)
     print(format_report(report))
@@ -132,11 +129,11 @@ def run_profile(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_evaluate(params: Params, args: argparse.Namespace) -> None:
-    from .evaluate import evaluate
+    from linefuse.evaluate.evaluate import evaluate
 
     with stage("evaluate") as written:
         report = evaluate(params, _device(params, "evaluate"))
-        written += [Path("metrics/eval.json"), Path("plots"), Path("reports/samples.png")]
+        written += [paths.EVAL_JSON, paths.PLOTS_DIR, paths.SAMPLES_PNG]
     for name, value in report["summary"].items():
         logging.getLogger("linefuse").info("evaluate: %s = %+.2f dB", name, value)
     if few := report.get("few_step"):
@@ -147,7 +144,7 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_report(params: Params, args: argparse.Namespace) -> None:
-    from .report import check_inputs, write_report
+    from linefuse.report.report import check_inputs, write_report
 
     check_inputs()
     with stage("report") as written:
@@ -155,7 +152,7 @@ def run_report(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_restore(params: Params, args: argparse.Namespace) -> None:
-    from .restore import restore_files
+    from linefuse.serve.restorer import restore_files
 
     with stage("restore") as written:
         device = _device(params, "restore", args.device)
@@ -170,7 +167,7 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
 def run_serve(params: Params, args: argparse.Namespace) -> None:
     import uvicorn
 
-    from .serve import create_app
+    from linefuse.serve.app import create_app
 
     device = _device(params, "serve", args.device)
     uvicorn.run(create_app(params, Path(args.adapters), device.value), host=args.host,
@@ -186,7 +183,7 @@ def _known_level(params: Params, level: str) -> str:
 
 def _device(params: Params, name: str, requested: str | None = None):
     """The device for `name` (--device, else compute.device), logged with the reason."""
-    from .hardware import choose_device
+    from linefuse.hardware import choose_device
 
     choice = (choose_device(requested, "--device") if requested
               else choose_device(params.compute.device))

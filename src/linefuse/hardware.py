@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .stage import UserError
+from linefuse.stage import UserError
 
 # /proc/cpuinfo flags of x86 CPUs that run bf16 matrix work natively (AVX-512 BF16, AMX)
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from linefuse.paths import BASE_DIR, LORA_DIR
+
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 SPLITS = ("train", "val", "test")
 DEVICES = ("auto", "cpu", "cuda")
@@ -342,20 +344,6 @@ class CurriculumLevel(Strict):
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
 
 
-# Where the stages write, shared by every module that reads another stage's output.
-INDEX_DIR = Path("data/index")
-SHARDS_DIR = Path("data/shards")
-EMBEDDINGS_DIR = Path("data/embeddings")
-BASE_DIR = "models/base"
-LORA_DIR = "models/lora"
-DOMAIN_ADAPTERS_DIR = Path("models/domains")
-# evaluate's outputs (the report stage reads them without importing torch)
-EVAL_JSON = Path("metrics/eval.json")
-PLOTS_DIR = Path("plots")
-BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
-BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
-CURVES_CSV = PLOTS_DIR / "training_curves.csv"
-SAMPLES_PNG = Path("reports/samples.png")
 
 
 class PerDomainParams(Strict):
@@ -402,10 +390,10 @@ class TrainParams(Strict):
     def predecessor(self, level: str) -> str | None:
         """The level whose adapter `level` starts from, or None when it starts from the base."""
         init = self.curriculum[level].init
-        if init == BASE_DIR:
+        if init == BASE_DIR.as_posix():
             return None
-        before = init.removeprefix(LORA_DIR + "/")
-        if not init.startswith(LORA_DIR + "/") or before not in self.curriculum:
+        before = init.removeprefix(f"{LORA_DIR.as_posix()}/")
+        if not init.startswith(f"{LORA_DIR.as_posix()}/") or before not in self.curriculum:
             raise _KeyedError(f"train.curriculum.{level}.init",
                               f"{init!r} names no curriculum level; accepts {BASE_DIR} or "
                               f"{LORA_DIR}/LEVEL for one of {', '.join(self.curriculum)}")

@@ -26,10 +26,10 @@ PROCESSES = config["launch"]["processes"]
 LAUNCH = (f"accelerate launch --config_file {LAUNCH_CONFIG} --num_processes {PROCESSES} "
           f"--num_cpu_threads_per_process $(nproc) -m linefuse.cli")
 TRAIN_CODE = [
-    "src/linefuse/train.py",
-    "src/linefuse/model.py",
-    "src/linefuse/diffusion.py",
-    "src/linefuse/trainset.py",
+    "src/linefuse/train/loop.py",
+    "src/linefuse/train/model.py",
+    "src/linefuse/train/diffusion.py",
+    "src/linefuse/train/trainset.py",
     "src/linefuse/hardware.py",
 ]
 

@@ -4,7 +4,7 @@
 
 rule generate:
     input:
-        "src/linefuse/charts.py",
+        "src/linefuse/data/charts.py",
     output:
         directory("data/source"),
     params:
@@ -21,8 +21,8 @@ rule generate:
 rule index:
     input:
         config["data"]["source_dir"],
-        "src/linefuse/index.py",
-        "src/linefuse/images.py",
+        "src/linefuse/data/index.py",
+        "src/linefuse/data/images.py",
     output:
         "data/index/images.parquet",
         "data/index/rejects.parquet",
@@ -41,9 +41,9 @@ rule index:
 rule shard:
     input:
         "data/index/images.parquet",
-        "src/linefuse/shards.py",
-        "src/linefuse/degrade.py",
-        "src/linefuse/images.py",
+        "src/linefuse/data/shards.py",
+        "src/linefuse/data/degrade.py",
+        "src/linefuse/data/images.py",
     output:
         directory("data/shards/{level}"),
         "metrics/shard/{level}.json",

@@ -1,5 +1,5 @@
 # The report: reports/index.html from what evaluate wrote. Its params are the params.yaml
-# sections the page shows (linefuse.report.SECTIONS), as in dvc.yaml.
+# sections the page shows (linefuse.report.report.SECTIONS), as in dvc.yaml.
 
 
 rule report:
@@ -9,7 +9,7 @@ rule report:
         "plots/psnr_vs_steps.csv",
         "plots/training_curves.csv",
         "reports/samples.png",
-        "src/linefuse/report.py",
+        "src/linefuse/report/report.py",
     output:
         "reports/index.html",
     params:

@@ -13,7 +13,7 @@ rule embed:
     input:
         "data/shards/{level}",
         "data/index/images.parquet",
-        "src/linefuse/embed.py",
+        "src/linefuse/train/embed.py",
         "src/linefuse/hardware.py",
     output:
         directory("data/embeddings/{level}"),
@@ -82,7 +82,7 @@ rule train_domains:
     input:
         expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
-        "src/linefuse/domains.py",
+        "src/linefuse/train/domains.py",
         TRAIN_CODE,
         LAUNCH_CONFIG,
     output:
@@ -118,12 +118,12 @@ rule evaluate:
         "models/domains",
         "logs/pretrain",
         expand("logs/train/{level}", level=CURRICULUM),
-        "src/linefuse/evaluate.py",
-        "src/linefuse/domains.py",
-        "src/linefuse/restore.py",
-        "src/linefuse/baselines.py",
-        "src/linefuse/metrics.py",
-        "src/linefuse/chart_metrics.py",
+        "src/linefuse/evaluate/evaluate.py",
+        "src/linefuse/train/domains.py",
+        "src/linefuse/serve/restorer.py",
+        "src/linefuse/evaluate/baselines.py",
+        "src/linefuse/evaluate/metrics.py",
+        "src/linefuse/evaluate/chart_metrics.py",
         "src/linefuse/hardware.py",
     output:
         "reports/samples.png",

@@ -23,11 +23,11 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
-from .params import BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, SAMPLES_PNG, Params
-from .stage import UserError, atomic_file
+from linefuse.params import Params
+from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, REPORT_HTML, SAMPLES_PNG
+from linefuse.stage import UserError, atomic_file
 
 INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, SAMPLES_PNG]
-REPORT_HTML = Path("reports/index.html")
 # The params.yaml sections the page shows: all that shape the numbers (loader and serve do not).
 # dvc.yaml and workflow/rules/report.smk track the same list.
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]

@@ -17,15 +17,11 @@ import braceexpand
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Sampler, Subset
 
-from .embed import EmbeddedPairs, normalise
-from .params import LoaderParams
-from .readers import LmdbPairs, shard_urls, webdataset_pairs
-from .shards import key_domain
-
-
-def normalise_pair(blurred, sharp) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 (H, W, 3) arrays -> float32 (3, H, W) tensors in [-1, 1], as the embed stage stores."""
-    return normalise(torch.from_numpy(blurred)[None])[0], normalise(torch.from_numpy(sharp)[None])[0]
+from linefuse.data.layout import key_domain
+from linefuse.data.readers import LmdbPairs, shard_urls, webdataset_pairs
+from linefuse.data.transforms import normalise_pair
+from linefuse.params import LoaderParams
+from linefuse.train.embed import EmbeddedPairs
 
 
 class PixelPairs:

@@ -15,10 +15,10 @@ from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
 
-from .images import to_rgb
-from .hardware import choose_device
-from .params import Params
-from .restore import Restorer
+from linefuse.data.images import to_rgb
+from linefuse.hardware import choose_device
+from linefuse.params import Params
+from linefuse.serve.restorer import Restorer
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 

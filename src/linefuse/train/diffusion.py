@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
-from .model import predict
-from .params import LossWeights, ModelParams
+from linefuse.train.model import predict
+from linefuse.params import LossWeights, ModelParams
 
 CHARBONNIER_EPS = 1e-3
 BALANCE_FLOOR = 0.01  # of the [-1, 1] pixel range: a sample with no residual is not weighed infinitely

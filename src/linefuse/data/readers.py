@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import webdataset as wds
 
-from .shards import LMDB_DIR, MANIFEST, WDS_DIR
+from linefuse.data.layout import LMDB_DIR, MANIFEST, WDS_DIR
 
 META_FIELDS = ("key", "image_id", "domain", "level", "split", "patch")
 

@@ -21,13 +21,22 @@ from pathlib import Path
 import peft
 import torch
 from accelerate.utils import set_seed
-from diffusers.optimization import get_cosine_schedule_with_warmup
 
-from .checkpoints import STATE_ROOT
-from .diffusion import noise_scheduler
-from .params import BASE_DIR, Params
-from .stage import UserError
-from .train import Job, _accelerator, _data, _model, _optimizer, _step_loss, pretrain_job, train_job
+from linefuse import paths
+from linefuse.params import Params
+from linefuse.stage import UserError
+from linefuse.train.diffusion import noise_scheduler
+from linefuse.train.loop import (
+    Job,
+    make_accelerator,
+    make_optimizer,
+    make_schedule,
+    pretrain_job,
+    train_job,
+    training_data,
+    training_model,
+    training_step,
+)
 
 WARMUP_STEPS = 2  # untimed: the first steps pay for allocation and one-off setup
 STEM = "stem/head"  # the rest of the UNet (time embedding, conv_in, conv_out), noising and the loss
@@ -46,8 +55,8 @@ def profile_job(params: Params, level: str | None, full: bool) -> Job:
     if level not in params.train.curriculum:
         raise UserError(f"--level {level}: not in train.curriculum ({', '.join(order)}); "
                         f"use --full for the full fine-tune")
-    if not Path(BASE_DIR).is_dir():
-        raise UserError(f"{BASE_DIR} is missing; run `linefuse pretrain` first, or profile the "
+    if not paths.BASE_DIR.is_dir():
+        raise UserError(f"{paths.BASE_DIR} is missing; run `linefuse pretrain` first, or profile the "
                         f"full fine-tune with --full")
     return replace(train_job(params, level), init_adapter=None)
 
@@ -117,6 +126,10 @@ class StepProfiler:
         yield
         self.seconds[name] += self.now() - started
 
+    def step_phase(self, name: str):
+        """training_step's phases: the backward pass is split between the blocks."""
+        return self.backward() if name == "backward" else self.phase(name)
+
     @contextmanager
     def backward(self):
         """Splits the backward pass between the blocks at the times their markers fire."""
@@ -169,17 +182,15 @@ def profile(params: Params, job: Job, steps: int) -> dict:
     """Times `steps` training steps of `job` after WARMUP_STEPS untimed ones; writes nothing."""
     if steps < 1:
         raise UserError(f"--steps {steps}: needs at least 1")
-    accelerator, _, precision = _accelerator(params, STATE_ROOT)  # never saves: nothing lands there
+    accelerator, _, precision = make_accelerator(params, paths.STATE_ROOT)  # never saves there
     set_seed(params.optim.seed)
-    stream, prompt_table, channels, _ = _data(params, job, accelerator)
-    model = _model(params, job, channels)
-    if params.optim.gradient_checkpointing and not job.lora:
-        model.enable_gradient_checkpointing()
+    stream, prompt_table, channels, _ = training_data(params, job, accelerator)
+    model = training_model(params, job, channels)
     unet = model.get_base_model() if isinstance(model, peft.PeftModel) else model
     profiler = StepProfiler(unet, accelerator.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = _optimizer(params, trainable, job.lr)
-    schedule = get_cosine_schedule_with_warmup(optimizer, params.optim.warmup_steps, job.steps)
+    optimizer = make_optimizer(params, trainable, job.lr)
+    schedule = make_schedule(params, job, optimizer, accelerator.num_processes)
     # eager even with optim.compile: a compiled graph has no block boundaries to time
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     if accelerator.device.type == "cuda":
@@ -195,19 +206,9 @@ def profile(params: Params, job: Job, steps: int) -> dict:
             for micro in range(params.optim.grad_accum):
                 with profiler.phase("data loading"):
                     blurred, sharp, prompt_index = next(batches)
-                with accelerator.accumulate(model):
-                    with profiler.phase("forward"):
-                        loss, _ = _step_loss(params, scheduler, model, blurred, sharp,
-                                             prompt_table[prompt_index], step, micro,
-                                             accelerator.process_index)
-                    with profiler.backward():
-                        accelerator.backward(loss)
-                    with profiler.phase("optimizer step"):
-                        if accelerator.sync_gradients and params.optim.clip_grad_norm:
-                            accelerator.clip_grad_norm_(trainable, params.optim.clip_grad_norm)
-                        optimizer.step()
-                        schedule.step()
-                        optimizer.zero_grad(set_to_none=True)
+                training_step(params, accelerator, scheduler, model, optimizer, schedule, trainable,
+                              blurred, sharp, prompt_table[prompt_index], step, micro,
+                              phase=profiler.step_phase)
     rows = profiler.rows()
     total = sum(rows.values())
     return {"job": job.name, "lora": job.lora, "steps": steps, "warmup_steps": WARMUP_STEPS,

@@ -22,15 +22,12 @@ import numpy as np
 import polars as pl
 import webdataset as wds
 
-from .degrade import degrade, item_rng
-from .images import load_rgb
-from .params import SPLITS, Params
-from .stage import ordered_map
+from linefuse.data.degrade import degrade, item_rng
+from linefuse.data.images import load_rgb
+from linefuse.data.layout import LMDB_DIR, MANIFEST, PAIR_LAYOUT, WDS_DIR, sample_key
+from linefuse.params import SPLITS, Params
+from linefuse.stage import ordered_map
 
-LMDB_DIR = "lmdb"
-WDS_DIR = "wds"
-MANIFEST = "manifest.parquet"
-PAIR_LAYOUT = "blurred,sharp"
 TAR_MTIME = 0  # webdataset stamps the current time otherwise (no two runs would match); an int,
 #               since a float mtime costs every member an extra PAX header to write and parse
 LMDB_MAP_SIZE = 1 << 40  # address space only: the file grows with what is written
@@ -58,16 +55,6 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
-
-
-def sample_key(image_id: str, domain: str, patch: int) -> str:
-    """No dots: WebDataset takes everything after the first dot as the extension."""
-    return f"{image_id}_{domain}_{patch:03d}"
-
-
-def key_domain(key: str) -> str:
-    """The blur domain of a sample key written by sample_key (image ids hold no underscore)."""
-    return key.split("_")[1]
 
 
 def crop_windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:

@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .model import unet_config
-from .params import Params
-from .readers import LmdbPairs
-from .stage import UserError
+from linefuse.data.transforms import normalise
+from linefuse.train.model import unet_config
+from linefuse.params import Params
+from linefuse.data.readers import LmdbPairs
+from linefuse.stage import UserError
 
 log = logging.getLogger("linefuse")
 
@@ -43,14 +44,6 @@ _UNSET_MAX_LENGTH = 1_000_000
 
 def split_file(split: str) -> str:
     return f"{split}.safetensors"
-
-
-# --- transforms shared with training's encode-every-step path --------------------------------
-
-
-def normalise(pixels_uint8_bhwc: torch.Tensor) -> torch.Tensor:
-    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [-1, 1]: x / 127.5 - 1."""
-    return pixels_uint8_bhwc.permute(0, 3, 1, 2).to(torch.float32) / 127.5 - 1.0
 
 
 def load_vae(path: str):

@@ -7,8 +7,10 @@ import numpy as np
 from skimage.filters import unsharp_mask
 from skimage.restoration import richardson_lucy, wiener
 
-from .degrade import blur_kernel
-from .params import BaselineParams
+from linefuse.data.degrade import blur_kernel
+from linefuse.params import BaselineParams
+
+CLASSICAL = ("wiener", "richardson_lucy", "unsharp")  # the method names in metrics/eval.json
 
 
 def _per_channel(blurred: np.ndarray, kernel: np.ndarray, restore) -> np.ndarray:

@@ -7,6 +7,7 @@ adapter. The same command runs on a CPU or under `accelerate launch --num_proces
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -22,16 +23,18 @@ from diffusers.optimization import get_cosine_schedule_with_warmup
 from peft import set_peft_model_state_dict
 from safetensors.torch import load_file
 
-from .checkpoints import CheckpointStore, fingerprint, trim_step_log
-from .diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
-from .embed import EmbeddedPairs
-from .hardware import Choice, choose_device, choose_precision
-from .model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
+from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
+from linefuse.train.diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
+from linefuse.train.embed import EmbeddedPairs
+from linefuse.hardware import Choice, choose_device, choose_precision
+from linefuse.train.model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
                     save_adapter, save_base, unet_config)
-from .params import BASE_DIR, EMBEDDINGS_DIR, LORA_DIR, SHARDS_DIR, Params
-from .stage import UserError, atomic_dir, atomic_file, write_json
-from .telemetry import StepLogger, peak_memory_mb
-from .trainset import BatchStream, map_dataset, shard_stream_urls
+from linefuse import paths
+from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.params import Params
+from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
+from linefuse.train.telemetry import StepLogger, peak_memory_mb
+from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
 log = logging.getLogger("linefuse")
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -39,6 +42,10 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 class TrainingDiverged(UserError):
     """The loss stopped being finite: stop, keep the last good checkpoint."""
+
+
+class NonFiniteLoss(ArithmeticError):
+    """A step's loss was inf or NaN; raised before its backward pass."""
 
 
 @dataclass
@@ -61,8 +68,8 @@ class Job:
 
 def pretrain_job(params: Params) -> Job:
     return Job(name="pretrain", steps=params.pretrain.steps, lr=params.pretrain.lr,
-               levels=list(params.degrade.levels), out_dir=Path(BASE_DIR),
-               metrics_path=Path("metrics/train/pretrain.json"), log_dir=Path("logs/pretrain"),
+               levels=list(params.degrade.levels), out_dir=paths.BASE_DIR,
+               metrics_path=paths.train_metrics("pretrain"), log_dir=paths.train_logs("pretrain"),
                lora=False, settings=params.model_dump(include={"model", "optim", "pretrain"}))
 
 
@@ -73,9 +80,9 @@ def train_job(params: Params, level: str) -> Job:
     hybrid = unfreeze.level is not None and order.index(level) >= order.index(unfreeze.level)
     return Job(name=f"train@{level}", steps=params.train.curriculum[level].steps,
                lr=params.train.curriculum[level].lr, levels=params.train.training_levels(level),
-               out_dir=Path(LORA_DIR) / level, metrics_path=Path(f"metrics/train/{level}.json"),
-               log_dir=Path("logs/train") / level, lora=True,
-               init_adapter=Path(LORA_DIR) / before if before else None,
+               out_dir=paths.adapter(level), metrics_path=paths.train_metrics(level),
+               log_dir=paths.train_logs(level), lora=True,
+               init_adapter=paths.adapter(before) if before else None,
                unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
                settings={**params.model_dump(include={"model", "optim"}),
                          "lora": params.train.lora.model_dump(), "level": level,
@@ -95,7 +102,7 @@ def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Jo
                          "per_domain": per_domain.model_dump(include={"steps", "lr"})})
 
 
-def _accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:
+def make_accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:
     """The accelerator on the device and precision chosen for this machine, and both choices."""
     device = choose_device(params.compute.device)
     precision = choose_precision(params.optim.precision, device.value)
@@ -109,7 +116,7 @@ def _accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, 
     return accelerator, device, precision
 
 
-def _optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: float):
+def make_optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: float):
     if params.optim.optimizer == "adamw8bit":
         try:
             import bitsandbytes
@@ -120,11 +127,11 @@ def _optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: float):
     return torch.optim.AdamW(trainable, lr=lr, weight_decay=params.optim.weight_decay)
 
 
-def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
+def training_data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
     """The batch stream, the prompt embedding table, the channel count and the input files."""
     reader = params.loader.reader
     if reader == "embeddings":
-        dirs = [EMBEDDINGS_DIR / level for level in job.levels]
+        dirs = [paths.embeddings(level) for level in job.levels]
         manifests = [d / "manifest.json" for d in dirs]
         for manifest in manifests:
             if not manifest.is_file():
@@ -139,8 +146,8 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
     if params.model.vae is not None:
         raise UserError(f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
                         f"needs loader.reader: embeddings")
-    dirs = [SHARDS_DIR / level for level in job.levels]
-    manifests = [d / "manifest.parquet" for d in dirs if d.name not in params.loader.shard_urls]
+    dirs = [paths.shards(level) for level in job.levels]
+    manifests = [d / SHARD_MANIFEST for d in dirs if d.name not in params.loader.shard_urls]
     null_prompt = torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
     if reader == "lmdb":
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
@@ -155,13 +162,14 @@ def _data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStre
     return stream, null_prompt, 3, manifests
 
 
-def _model(params: Params, job: Job, channels: int) -> torch.nn.Module:
-    if not job.lora:
-        return build_unet(params.model.unet, channels)
-    base = load_base(Path(BASE_DIR))
+def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
+    """pretrain's fresh UNet, or the base with a LoRA adapter (from the previous level's)."""
+    unet = load_base(paths.BASE_DIR) if job.lora else build_unet(params.model.unet, channels)
     if params.optim.gradient_checkpointing:
-        base.enable_gradient_checkpointing()
-    model = add_lora(base, params.train.lora, job.unfreeze_blocks)
+        unet.enable_gradient_checkpointing()
+    if not job.lora:
+        return unet
+    model = add_lora(unet, params.train.lora, job.unfreeze_blocks)
     if job.init_adapter is not None:
         set_peft_model_state_dict(model, load_file(job.init_adapter / ADAPTER_WEIGHTS))
     quantize_frozen(model, params.model.quantize_base)  # after LoRA: trainable parts stay exact
@@ -179,26 +187,23 @@ def run(params: Params, job: Job) -> dict:
     """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
     started = time.perf_counter()
     store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
-    accelerator, device, precision = _accelerator(params, store_probe.root)
+    accelerator, device, precision = make_accelerator(params, store_probe.root)
     log.info("%s: device %s (%s); precision %s (%s)", job.name, accelerator.device, device.reason,
              precision.value, precision.reason)
     set_seed(params.optim.seed)
-    stream, prompt_table, channels, input_files = _data(params, job, accelerator)
+    stream, prompt_table, channels, input_files = training_data(params, job, accelerator)
     adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
     if job.lora:
-        adapter_files.append(Path(BASE_DIR) / "diffusion_pytorch_model.safetensors")
+        adapter_files.append(paths.BASE_DIR / "diffusion_pytorch_model.safetensors")
     store = CheckpointStore(job.name, fingerprint(job.settings, input_files + adapter_files),
                             params.optim.keep_checkpoints)
 
-    model = _model(params, job, channels)
-    if params.optim.gradient_checkpointing and not job.lora:
-        model.enable_gradient_checkpointing()
+    model = training_model(params, job, channels)
     trainable_params, total_params = count_parameters(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = _optimizer(params, trainable, job.lr)
+    optimizer = make_optimizer(params, trainable, job.lr)
     processes = accelerator.num_processes
-    schedule = get_cosine_schedule_with_warmup(optimizer, params.optim.warmup_steps * processes,
-                                               job.steps * processes)
+    schedule = make_schedule(params, job, optimizer, processes)
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     if params.optim.compile:
         model = torch.compile(model)
@@ -235,22 +240,16 @@ def run(params: Params, job: Job) -> dict:
             total_wait += waited
             seen.update(blurred.detach().float().cpu().numpy().tobytes())
             samples_seen += blurred.shape[0]
-            with accelerator.accumulate(model):
-                loss, terms = _step_loss(params, scheduler, model, blurred, sharp,
-                                         prompt_table[prompt_index], step, micro,
-                                         accelerator.process_index)
-                if not torch.isfinite(loss):
-                    kept = store.latest()
-                    raise TrainingDiverged(
-                        f"{job.name}: loss became {float(loss.detach())} at step {step + 1}; "
-                        f"{'kept the checkpoint at step %d' % kept[1] if kept else 'no checkpoint yet'}"
-                        f"; lower the learning rate or use optim.precision: fp32")
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and params.optim.clip_grad_norm:
-                    accelerator.clip_grad_norm_(trainable, params.optim.clip_grad_norm)
-                optimizer.step()
-                schedule.step()
-                optimizer.zero_grad(set_to_none=True)
+            try:
+                loss, terms = training_step(params, accelerator, scheduler, model, optimizer,
+                                            schedule, trainable, blurred, sharp,
+                                            prompt_table[prompt_index], step, micro)
+            except NonFiniteLoss as error:
+                kept = store.latest()
+                raise TrainingDiverged(
+                    f"{job.name}: loss became {error} at step {step + 1}; "
+                    f"{'kept the checkpoint at step %d' % kept[1] if kept else 'no checkpoint yet'}"
+                    f"; lower the learning rate or use optim.precision: fp32") from None
             logger.add({"loss": float(loss.detach()), **terms}, blurred.shape[0] * processes, waited)
         done = step + 1
         if done % params.optim.log_every == 0 or done == job.steps:
@@ -300,8 +299,42 @@ def run(params: Params, job: Job) -> dict:
     return metrics
 
 
-def _step_loss(params: Params, scheduler, model, blurred, sharp, prompt_embeds, step: int,
-               micro: int, rank: int) -> tuple[torch.Tensor, dict]:
+def make_schedule(params: Params, job: Job, optimizer, processes: int):
+    """Cosine with warmup; accelerate steps a prepared schedule once per process, so its
+    lengths are scaled by the process count."""
+    return get_cosine_schedule_with_warmup(optimizer, params.optim.warmup_steps * processes,
+                                           job.steps * processes)
+
+
+def _untimed(name: str):
+    return contextlib.nullcontext()
+
+
+def training_step(params: Params, accelerator: Accelerator, scheduler, model, optimizer, schedule,
+                  trainable: list[torch.nn.Parameter], blurred, sharp, prompt_embeds, step: int,
+                  micro: int, phase=_untimed) -> tuple[torch.Tensor, dict]:
+    """One micro-batch: loss, backward, and (on the last micro-batch) the optimizer step.
+    `phase(name)` wraps forward, backward and optimizer step (the profiler times them); raises
+    NonFiniteLoss before the backward pass of a loss that is not finite."""
+    with accelerator.accumulate(model):
+        with phase("forward"):
+            loss, terms = step_loss(params, scheduler, model, blurred, sharp, prompt_embeds, step,
+                                    micro, accelerator.process_index)
+        if not torch.isfinite(loss):
+            raise NonFiniteLoss(float(loss.detach()))
+        with phase("backward"):
+            accelerator.backward(loss)
+        with phase("optimizer step"):
+            if accelerator.sync_gradients and params.optim.clip_grad_norm:
+                accelerator.clip_grad_norm_(trainable, params.optim.clip_grad_norm)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+    return loss, terms
+
+
+def step_loss(params: Params, scheduler, model, blurred, sharp, prompt_embeds, step: int,
+              micro: int, rank: int) -> tuple[torch.Tensor, dict]:
     """Noise and timesteps come from (seed, step, micro-batch, rank): a resumed run draws the same."""
     generator = torch.Generator().manual_seed(
         ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank)
@@ -319,7 +352,7 @@ def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, d
     """Mean loss over the val split with fixed noise, the same draw for every run and level."""
     if params.loader.reader != "embeddings":
         return None
-    dirs = [EMBEDDINGS_DIR / level for level in job.levels]
+    dirs = [paths.embeddings(level) for level in job.levels]
     if not all((d / "val.safetensors").is_file() for d in dirs):
         return None
     dataset = map_dataset("embeddings", dirs, "val", job.domain)
@@ -330,7 +363,7 @@ def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, d
         blurred = torch.stack([item[0] for item in items]).to(device)
         sharp = torch.stack([item[1] for item in items]).to(device)
         prompts = prompt_table[torch.tensor([item[2] for item in items])]
-        loss, _ = _step_loss(params, scheduler, model, blurred, sharp, prompts, start, 0, 0)
+        loss, _ = step_loss(params, scheduler, model, blurred, sharp, prompts, start, 0, 0)
         losses.append(float(loss) * len(items))
     model.train()
     return sum(losses) / len(dataset) if len(dataset) else None
@@ -341,7 +374,7 @@ def pretrain_or_copy(params: Params) -> dict:
     job = pretrain_job(params)
     if params.model.unet == "tiny":
         return run(params, job)
-    manifest = EMBEDDINGS_DIR / job.levels[0] / "manifest.json"
+    manifest = paths.embeddings(job.levels[0]) / "manifest.json"
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
     unet = build_unet(params.model.unet, channels)
     with atomic_dir(job.out_dir) as tmp:

@@ -21,16 +21,17 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from .baselines import baselines
-from .chart_metrics import chart_errors
-from .domains import domain_adapters
-from .hardware import Choice, cpu_model
-from .metrics import psnr, ssim
-from .params import (BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, LORA_DIR, SAMPLES_PNG,
-                     SHARDS_DIR, Params)
-from .readers import LmdbPairs
-from .restore import Restorer
-from .stage import atomic_files
+from linefuse.evaluate.baselines import CLASSICAL, baselines
+from linefuse.evaluate.chart_metrics import chart_errors
+from linefuse.train.domains import domain_adapters
+from linefuse.hardware import Choice, cpu_model
+from linefuse.evaluate.metrics import psnr, ssim
+from linefuse import paths
+from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, SAMPLES_PNG
+from linefuse.params import Params
+from linefuse.data.readers import LmdbPairs
+from linefuse.serve.restorer import Restorer
+from linefuse.stage import atomic_files
 
 log = logging.getLogger("linefuse")
 PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV]
@@ -38,7 +39,7 @@ PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV]
 
 def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
     """(blurred, sharp, meta) of the level's test split, at most max_samples per domain."""
-    dataset = LmdbPairs(SHARDS_DIR / level, "test")
+    dataset = LmdbPairs(paths.shards(level), "test")
     taken: dict[str, int] = defaultdict(int)
     pairs = []
     for index in range(len(dataset)):
@@ -58,7 +59,7 @@ def evaluate(params: Params, device: Choice) -> dict:
     """Runs the whole evaluation on `device` and writes its outputs; returns metrics/eval.json's
     content."""
     final = params.train.order()[-1]
-    restorer = Restorer(params, Path(LORA_DIR) / final, device.value)
+    restorer = Restorer(params, paths.adapter(final), device.value)
     steps_list, settings = params.eval.steps, params.eval.metric
     extra = domain_adapters()
     by_domain = {domain: Restorer(params, path, device.value)
@@ -151,7 +152,7 @@ def _adapter_outputs(pairs: list[tuple], by_domain: dict, combined, steps: int,
 def _summary(report: dict, levels: list[str], steps: int) -> dict:
     """The headline: mean PSNR gain of the model over the input, its smallest cell, and the
     margin over the best classical baseline, per cell and per domain (means over its levels)."""
-    model, classical = f"model_s{steps}", ("wiener", "richardson_lucy", "unsharp")
+    model, classical = f"model_s{steps}", CLASSICAL
     gains, margins, domain_margins = [], [], []
     for by_level in report["psnr"].values():
         cells = [by_level[level] for level in levels if level in by_level]
@@ -212,8 +213,8 @@ def _write_plots(report: dict, steps_list: list[int], levels: list[str],
         by_steps.append([steps, _mean(values), report["latency_ms_per_image"][f"s{steps}"]])
     _write_csv(tmp[BY_STEPS_CSV], ["steps", "psnr", "latency_ms_per_image"], by_steps)
     curves = []
-    for stage, log_file in [("pretrain", Path("logs/pretrain/steps.jsonl"))] + [
-            (f"train@{level}", Path("logs/train") / level / "steps.jsonl") for level in levels]:
+    for stage, log_file in [("pretrain", paths.train_logs("pretrain") / "steps.jsonl")] + [
+            (f"train@{level}", paths.train_logs(level) / "steps.jsonl") for level in levels]:
         if log_file.is_file():
             for line in log_file.read_text().splitlines():
                 record = json.loads(line)

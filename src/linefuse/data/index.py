@@ -17,9 +17,9 @@ from pathlib import Path
 import polars as pl
 from PIL import Image, UnidentifiedImageError
 
-from .images import IMAGE_SUFFIXES
-from .params import DataParams, SplitRatios
-from .stage import ordered_map
+from linefuse.data.images import IMAGE_SUFFIXES
+from linefuse.params import DataParams, SplitRatios
+from linefuse.stage import ordered_map
 
 IMAGES_SCHEMA = {
     "id": pl.String, "path": pl.String, "width": pl.Int64, "height": pl.Int64,

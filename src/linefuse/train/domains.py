@@ -15,17 +15,18 @@ import logging
 import shutil
 from pathlib import Path
 
-from .params import BASE_DIR, DOMAIN_ADAPTERS_DIR, Params
-from .stage import atomic_dir, write_json
+from linefuse import paths
+from linefuse.params import Params
+from linefuse.stage import atomic_dir, write_json
 
 log = logging.getLogger("linefuse")
 MANIFEST = "manifest.json"
 COMBINED = "combined"
-METRICS_PATH = Path("metrics/train/domains.json")
-LOG_DIR = Path("logs/train/domains")
+METRICS_PATH = paths.train_metrics("domains")
+LOG_DIR = paths.train_logs("domains")
 
 
-def domain_adapters(folder: Path = DOMAIN_ADAPTERS_DIR) -> dict:
+def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
     """The manifest train_domains wrote: {"adapters": {domain: dir}, "combined": dir | None}."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
@@ -37,11 +38,11 @@ def domain_adapters(folder: Path = DOMAIN_ADAPTERS_DIR) -> dict:
 
 def train_domain_adapters(params: Params) -> dict:
     """Writes models/domains (adapters + manifest), logs/train/domains and its metrics file."""
-    from .train import domain_job, run
+    from linefuse.train.loop import domain_job, run
 
     per_domain = params.train.per_domain
     metrics: dict = {"mode": params.train.adapters, "adapters": {}}
-    with atomic_dir(DOMAIN_ADAPTERS_DIR) as tmp, atomic_dir(LOG_DIR) as logs:
+    with atomic_dir(paths.DOMAIN_ADAPTERS_DIR) as tmp, atomic_dir(LOG_DIR) as logs:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
             for domain in per_domain.domains:
@@ -72,9 +73,9 @@ def merge_adapters(folder: Path, domains: list[str], weights: list[float], combi
     """
     from peft import PeftModel
 
-    from .model import load_base, save_adapter
+    from linefuse.train.model import load_base, save_adapter
 
-    model = PeftModel.from_pretrained(load_base(Path(BASE_DIR)), str(folder / domains[0]),
+    model = PeftModel.from_pretrained(load_base(paths.BASE_DIR), str(folder / domains[0]),
                                       adapter_name=domains[0])
     for domain in domains[1:]:
         model.load_adapter(str(folder / domain), adapter_name=domain)

@@ -16,12 +16,13 @@ import torch.nn.functional as F
 from peft import PeftModel
 from safetensors.torch import load_file
 
-from .diffusion import restored_from, sample
-from .embed import normalise
-from .hardware import choose_device
-from .model import load_base
-from .params import BASE_DIR, EMBEDDINGS_DIR, Params
-from .stage import UserError
+from linefuse.train.diffusion import restored_from, sample
+from linefuse.data.transforms import normalise, to_uint8
+from linefuse.hardware import choose_device
+from linefuse.train.model import load_base
+from linefuse import paths
+from linefuse.params import Params
+from linefuse.stage import UserError
 
 
 
@@ -32,7 +33,7 @@ class Restorer:
         """`device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one)."""
         device = device or choose_device(params.compute.device).value
         self.params, self.device = params, torch.device(device)
-        base_dir = Path(BASE_DIR)
+        base_dir = paths.BASE_DIR
         if not (base_dir / "config.json").is_file():
             raise UserError(f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first")
         unet = load_base(base_dir)
@@ -45,7 +46,7 @@ class Restorer:
         self.unet = unet.to(self.device).eval()
         self.vae = None
         if params.model.vae is not None:
-            from .embed import load_vae
+            from linefuse.train.embed import load_vae
 
             self.vae = load_vae(params.model.vae).to(self.device)
         self.prompt = self._null_prompt().to(self.device)
@@ -55,7 +56,7 @@ class Restorer:
 
     def _null_prompt(self) -> torch.Tensor:
         """The empty prompt's embedding: from the embed stage's table, else the fixed zeros."""
-        for table in sorted(EMBEDDINGS_DIR.glob("*/prompts.safetensors")):
+        for table in sorted(paths.EMBEDDINGS_DIR.glob("*/prompts.safetensors")):
             prompts = json.loads((table.parent / "manifest.json").read_text())["prompts"]
             if "" in prompts:
                 return load_file(str(table))["embeddings"][prompts.index("")][None].float()
@@ -75,9 +76,7 @@ class Restorer:
         x0 = sample(self.unet, condition, self.prompt.expand(batch, -1, -1), self.params.model,
                     steps, generator)
         restored = self._decode(restored_from(x0, condition, self.params.model))
-        restored = restored[:, :, :height, :width]
-        restored = ((restored.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
-        return restored.permute(0, 2, 3, 1).cpu().numpy()
+        return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
 
     def _encode(self, pixels: torch.Tensor) -> torch.Tensor:
         if self.vae is None:
@@ -111,8 +110,8 @@ def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, 
     names; returns (restored count, [(path, reason) for each skipped file])."""
     from tqdm import tqdm
 
-    from .images import load_rgb
-    from .index import find_images
+    from linefuse.data.images import load_rgb
+    from linefuse.data.index import find_images
 
     files: list[tuple[Path, Path]] = []
     skipped: list[tuple[str, str]] = []

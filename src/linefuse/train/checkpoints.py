@@ -13,7 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-STATE_ROOT = Path(".linefuse/state")
+from linefuse import paths
+
 PROGRESS = "progress.json"
 
 
@@ -28,7 +29,7 @@ def fingerprint(settings: dict, files: list[Path]) -> str:
 
 class CheckpointStore:
     def __init__(self, stage_name: str, fingerprint: str, keep: int):
-        self.root = STATE_ROOT / stage_name.replace("@", "-")
+        self.root = paths.STATE_ROOT / stage_name.replace("@", "-")
         self.fingerprint, self.keep = fingerprint, keep
 
     def _matching(self) -> list[tuple[int, Path]]:
