@@ -156,7 +156,8 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
 
     with stage("restore") as written:
         device = _device(params, "restore", args.device)
-        restored, skipped = restore_files(params, args.inputs, Path(args.adapter), args.steps,
+        adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
+        restored, skipped = restore_files(params, args.inputs, adapter, args.steps,
                                           Path(args.out), seed=args.seed, device=device.value)
         written.append(Path(args.out))
     for path, reason in skipped:
@@ -230,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         "on one static page")
     restore = add("restore", run_restore, "restore image files or folders of any size")
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
-    restore.add_argument("--adapter", default="models/lora/hard", help="(default: %(default)s)")
+    restore.add_argument("--adapter", help=f"an adapter folder (default: {paths.LORA_DIR}/LEVEL "
+                         f"for the last level of train.curriculum, as serve uses)")
     restore.add_argument("--steps", type=int, default=25, help="DDIM steps (default: %(default)s)")
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
