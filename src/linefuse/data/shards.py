@@ -179,6 +179,8 @@ def build_level(params: Params, level: str, index_path: Path, out_dir: Path,
         "samples": {split: dict(counts).get(split, 0) for split in SPLITS},
         "images": images.height,
         "images_smaller_than_crop": too_small,
-        "input_psnr": {domain: round(_psnr_of_mse(sse / n), 4)
-                       for domain, (sse, n) in sorted(squared_error.items())},
+        # PSNR of the squared error pooled over every sample of a domain: a quick gauge of the
+        # level's strength, named apart from evaluate's input PSNR (the mean of per-image PSNRs)
+        "input_psnr_pooled": {domain: round(_psnr_of_mse(sse / n), 4)
+                              for domain, (sse, n) in sorted(squared_error.items())},
     }
