@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import chdir
 from pathlib import Path
 
 import httpx
@@ -19,12 +20,18 @@ from PIL import Image
 from skimage.color import rgb2ycbcr
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from conftest import LEVELS, run_cli, tiny_params, write_params
-from linefuse.evaluate.baselines import baselines
+import torch
+from conftest import LEVELS, file_digests, run_cli, tiny_params, write_params
+from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
-from linefuse.params import DOMAINS, BaselineParams, MetricParams
+from linefuse.params import DOMAINS, MetricParams
 from linefuse.data.readers import LmdbPairs
+from linefuse.params import load_params
+from linefuse.serve.restorer import Restorer
+from linefuse.stage import UserError
+from linefuse.train.embed import EmbeddedPairs
+from linefuse.train.model import load_null_prompt
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -55,8 +62,9 @@ def test_psnr_and_ssim_agree_with_scikit_image():
 
 def test_baselines_improve_over_the_input_on_gaussian_easy(tiny_project):
     pairs = LmdbPairs(tiny_project / "data/shards/easy", "test")
-    settings, metric = BaselineParams(), MetricParams()
-    gains = {"wiener": [], "richardson_lucy": [], "unsharp": []}
+    evaluation = load_params(tiny_project / "params.yaml").eval
+    settings, metric = evaluation.baselines, evaluation.metric
+    gains = {name: [] for name in CLASSICAL}
     for index in range(len(pairs)):
         blurred, sharp, meta = pairs[index]
         if meta["domain"] != "gaussian":
@@ -151,6 +159,32 @@ def test_restore_cli_restores_any_size_and_skips_bad_files(trained_project, tmp_
     assert not (out / "broken.png").exists()
 
 
+def _models_only(trained_project: Path, folder: Path) -> Path:
+    """A folder holding only what restoring needs: models/ and params.yaml (no data/)."""
+    folder.mkdir(parents=True)
+    shutil.copytree(trained_project / "models", folder / "models")
+    shutil.copy(trained_project / "params.yaml", folder / "params.yaml")
+    return folder
+
+
+def test_restore_needs_only_models_and_the_null_prompt_saved_with_them(trained_project, tmp_path):
+    """The base carries the empty prompt's embedding that training used, so a folder without
+    data/ restores the same bytes; the default adapter is the last curriculum level's."""
+    saved = load_null_prompt(trained_project / "models/base")
+    assert torch.equal(saved, EmbeddedPairs(trained_project / "data/embeddings/easy",
+                                            "train").null_prompt())
+    source = sorted((trained_project / "data/source").glob("*.png"))[0]
+    assert run_cli(trained_project, "restore", str(source), "--adapter", "models/lora/hard",
+                   "--steps", "2", "--out", str(tmp_path / "full")) == 0
+    bare = _models_only(trained_project, tmp_path / "bare")
+    assert run_cli(bare, "restore", str(source), "--steps", "2", "--out", str(tmp_path / "bare_out")) == 0
+    assert file_digests(tmp_path / "full") == file_digests(tmp_path / "bare_out")
+
+    (bare / "models/base/null_prompt.safetensors").unlink()
+    with chdir(bare), pytest.raises(UserError, match=r"null_prompt\.safetensors is missing"):
+        Restorer(load_params("params.yaml"), None, "cpu")
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -159,8 +193,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(trained_project, tmp_path_factory):
-    project = tmp_path_factory.mktemp("serve") / "project"
-    shutil.copytree(trained_project, project, symlinks=True)
+    project = _models_only(trained_project, tmp_path_factory.mktemp("serve") / "project")
     params = tiny_params()
     params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10)
     write_params(project, params)

@@ -20,6 +20,7 @@ from linefuse.train.model import (
     load_base,
     predict,
     quantize_frozen,
+    load_null_prompt,
     save_base,
 )
 from linefuse.params import LoraParams, load_params
@@ -228,9 +229,11 @@ def test_conditional_folder_is_kept_and_a_mismatched_one_is_refused(tmp_path):
 
 def test_base_round_trip_is_exact_and_safetensors_only(tmp_path):
     unet = trained_base()
-    save_base(unet, tmp_path / "base")
+    null_prompt = torch.randn(1, 3, unet.config.cross_attention_dim)
+    save_base(unet, tmp_path / "base", null_prompt)
     files = sorted(p.name for p in (tmp_path / "base").iterdir())
-    assert files == ["config.json", "diffusion_pytorch_model.safetensors"]
+    assert files == ["config.json", "diffusion_pytorch_model.safetensors", "null_prompt.safetensors"]
+    assert torch.equal(load_null_prompt(tmp_path / "base"), null_prompt)
     loaded = load_base(tmp_path / "base")
     assert loaded.config.in_channels == 6
     batch = inputs()

@@ -8,6 +8,7 @@ would be printed; CMYK, YCbCr, palette and greyscale go through Pillow's RGB con
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -45,3 +46,13 @@ def load_rgb(path: str | Path) -> np.ndarray:
     with Image.open(io.BytesIO(data)) as image:
         image.load()
         return to_rgb(image)
+
+
+def find_images(root: Path) -> list[Path]:
+    """Files with an image suffix under root, sorted; directory symlinks are not followed."""
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        found.extend(Path(folder) / name for name in files
+                     if Path(name).suffix.lower() in IMAGE_SUFFIXES)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())

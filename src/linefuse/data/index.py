@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import stat
 from collections import Counter
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 import polars as pl
 from PIL import Image, UnidentifiedImageError
 
-from linefuse.data.images import IMAGE_SUFFIXES
+from linefuse.data.images import find_images
 from linefuse.params import DataParams, SplitRatios
 from linefuse.stage import ordered_map
 
@@ -57,16 +56,6 @@ def split_for(image_id: str, ratios: SplitRatios) -> str:
     if position < ratios.train + ratios.val:
         return "val"
     return "test"
-
-
-def find_images(root: Path) -> list[Path]:
-    """Files with an image suffix under root, sorted; directory symlinks are not followed."""
-    found = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        found.extend(Path(folder) / name for name in files
-                     if Path(name).suffix.lower() in IMAGE_SUFFIXES)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
 def probe(task: tuple[Path, Path, int, int]) -> Probe:

@@ -6,7 +6,6 @@ size, and cropped back; the same code serves `evaluate`, `linefuse restore` and 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +13,11 @@ from PIL import Image
 import torch
 import torch.nn.functional as F
 from peft import PeftModel
-from safetensors.torch import load_file
 
 from linefuse.train.diffusion import restored_from, sample
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
-from linefuse.train.model import load_base
+from linefuse.train.model import load_base, load_null_prompt
 from linefuse import paths
 from linefuse.params import Params
 from linefuse.stage import UserError
@@ -49,18 +47,10 @@ class Restorer:
             from linefuse.train.embed import load_vae
 
             self.vae = load_vae(params.model.vae).to(self.device)
-        self.prompt = self._null_prompt().to(self.device)
+        self.prompt = load_null_prompt(base_dir).to(self.device)
         unet_factor = 2 ** (len(self.unet.config.block_out_channels) - 1)
         vae_factor = 2 ** (len(self.vae.config.block_out_channels) - 1) if self.vae else 1
         self.multiple = unet_factor * vae_factor
-
-    def _null_prompt(self) -> torch.Tensor:
-        """The empty prompt's embedding: from the embed stage's table, else the fixed zeros."""
-        for table in sorted(paths.EMBEDDINGS_DIR.glob("*/prompts.safetensors")):
-            prompts = json.loads((table.parent / "manifest.json").read_text())["prompts"]
-            if "" in prompts:
-                return load_file(str(table))["embeddings"][prompts.index("")][None].float()
-        return torch.zeros(1, 1, self.unet.config.cross_attention_dim)
 
     @torch.no_grad()
     def restore(self, blurred: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
@@ -110,8 +100,7 @@ def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, 
     names; returns (restored count, [(path, reason) for each skipped file])."""
     from tqdm import tqdm
 
-    from linefuse.data.images import load_rgb
-    from linefuse.data.index import find_images
+    from linefuse.data.images import find_images, load_rgb
 
     files: list[tuple[Path, Path]] = []
     skipped: list[tuple[str, str]] = []

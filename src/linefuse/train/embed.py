@@ -8,8 +8,8 @@ and, once,
 
 Pixel mode (model.vae null) stores the pairs normalised to [-1, 1]; latent mode stores the
 AutoencoderKL posterior mean times its scaling factor (the mean, so the output is deterministic).
-Prompts come from the index's `prompt` column: the table holds every distinct prompt of the index,
-sorted, so it is the same for every level; without a text encoder every sample points at one
+Prompts come from the index's `prompt` column: the table holds every distinct prompt of the index
+and the empty one (restoring conditions on it), sorted, so it is the same for every level; without a text encoder every sample points at one
 fixed null embedding of zeros. Rows follow LmdbPairs' key order, and the files are a pure
 function of (shards, index, params), so two runs write byte-identical files.
 """
@@ -200,8 +200,9 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
                                                index_path)
                      for split, pairs in splits.items()}
         # every distinct prompt of the index, so all levels share one table (training reads the
-        # first level's) whichever images each level or split holds
-        table = sorted(set(by_image.values())) or [NULL_PROMPT]
+        # first level's) whichever images each level or split holds; and the empty prompt, which
+        # pretrain saves with the base for restoring
+        table = sorted(set(by_image.values()) | {NULL_PROMPT})
         started = time.perf_counter()
         embeddings = encode_prompts(model.text_encoder, table, embed.batch_size, device,
                                     cross_attention_dim)
@@ -315,6 +316,14 @@ class EmbeddedPairs:
         from safetensors.torch import load_file
 
         return load_file(str(self.root / PROMPTS))["embeddings"].to(torch.float32)
+
+    def null_prompt(self) -> torch.Tensor:
+        """The empty prompt's row of the table, (1, seq, dim): what restoring conditions on."""
+        prompts = self.manifest["prompts"]
+        if NULL_PROMPT not in prompts:
+            raise UserError(f"{self.root} has no empty prompt in its table (embedded before "
+                            f"LineFuse always added it); rerun `linefuse embed`")
+        return self.prompt_embeddings()[prompts.index(NULL_PROMPT)][None]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_tensors": None}

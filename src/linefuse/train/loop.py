@@ -148,7 +148,6 @@ def training_data(params: Params, job: Job, accelerator: Accelerator) -> tuple[B
                         f"needs loader.reader: embeddings")
     dirs = [paths.shards(level) for level in job.levels]
     manifests = [d / SHARD_MANIFEST for d in dirs if d.name not in params.loader.shard_urls]
-    null_prompt = torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
     if reader == "lmdb":
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
                              params.optim.seed, dataset=map_dataset(reader, dirs, "train", job.domain))
@@ -159,7 +158,15 @@ def training_data(params: Params, job: Job, accelerator: Accelerator) -> tuple[B
         stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
                              params.optim.seed, urls=shard_stream_urls(dirs, "train",
                                                                        params.loader.shard_urls))
-    return stream, null_prompt, 3, manifests
+    return stream, null_prompt(params, job.levels), 3, manifests
+
+
+def null_prompt(params: Params, levels: list[str]) -> torch.Tensor:
+    """The empty prompt's embedding as training saw it: the embed stage's row for "" (a text
+    encoder's, or zeros), or zeros when training reads pixels; pretrain saves it with the base."""
+    if params.loader.reader == "embeddings":
+        return EmbeddedPairs(paths.embeddings(levels[0]), "train").null_prompt()
+    return torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
 
 
 def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
@@ -290,7 +297,7 @@ def run(params: Params, job: Job) -> dict:
             if job.lora:
                 save_adapter(unwrapped, model_dir)
             else:
-                save_base(unwrapped, model_dir)
+                save_base(unwrapped, model_dir, null_prompt(params, job.levels))
             metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
             shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
         store.clear()
@@ -378,7 +385,7 @@ def pretrain_or_copy(params: Params) -> dict:
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
     unet = build_unet(params.model.unet, channels)
     with atomic_dir(job.out_dir) as tmp:
-        save_base(unet, tmp)
+        save_base(unet, tmp, null_prompt(params, job.levels))
     trainable, total = count_parameters(unet)
     metrics = {"steps": 0, "pretrained": params.model.unet, "total_params": total,
                "trainable_params": trainable}

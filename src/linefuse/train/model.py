@@ -14,12 +14,14 @@ from pathlib import Path
 import peft
 import torch
 from diffusers import UNet2DConditionModel
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from linefuse.params import LoraParams
 from linefuse.stage import UserError
 
 TINY_CONFIG = Path(__file__).parent / "configs" / "tiny_unet.json"
+NULL_PROMPT_FILE = "null_prompt.safetensors"
 
 
 def unet_config(spec: str) -> dict:
@@ -137,9 +139,21 @@ def predict(unet: nn.Module, noisy: Tensor, condition: Tensor, timesteps: Tensor
                 encoder_hidden_states=prompt_embeds).sample
 
 
-def save_base(unet: UNet2DConditionModel, folder: Path) -> None:
-    """Write the base model (models/base) as a standard diffusers folder, safetensors only."""
+def save_base(unet: UNet2DConditionModel, folder: Path, null_prompt: Tensor) -> None:
+    """Write the base model (models/base) as a standard diffusers folder, safetensors only, with
+    the empty prompt's embedding the model was trained with, so restoring needs nothing else."""
     unet.save_pretrained(folder, safe_serialization=True)
+    save_file({"embedding": null_prompt.detach().to("cpu", torch.float32).contiguous()},
+              str(Path(folder) / NULL_PROMPT_FILE))
+
+
+def load_null_prompt(folder: Path) -> Tensor:
+    """The (1, seq, dim) embedding save_base wrote beside the base model."""
+    path = Path(folder) / NULL_PROMPT_FILE
+    if not path.is_file():
+        raise UserError(f"{path} is missing (a base written before LineFuse saved the prompt "
+                        f"with the model); rerun `linefuse pretrain`")
+    return load_file(str(path))["embedding"]
 
 
 def load_base(folder: Path) -> UNet2DConditionModel:
