@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
-from linefuse.params import ParamsError, load_params, parse_params
+from pydantic import BaseModel
+
+from linefuse.params import Params, ParamsError, load_params, parse_params
 
 
 def test_repo_params_are_valid():
@@ -18,12 +20,42 @@ def test_repo_params_are_valid():
     assert params.degrade.level("motion", "easy").length == (3, 7)
 
 
+def _fields(model: type[BaseModel], prefix: str = ""):
+    """(dotted key, field) for every field of the params models, nested sections included."""
+    for name, field in model.model_fields.items():
+        yield f"{prefix}{name}", field
+        for kind in (field.annotation, *getattr(field.annotation, "__args__", ())):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                yield from _fields(kind, f"{prefix}{name}.")
+
+
+def test_params_yaml_is_the_only_source_of_defaults():
+    """The models declare types and constraints only: no field has a value of its own."""
+    keys = dict(_fields(Params))
+    assert len(keys) > 100 and "optim.loss.balance" in keys and "degrade.scan" in keys
+    assert [key for key, field in keys.items() if not field.is_required()] == []
+
+
+@pytest.mark.parametrize("key", ["optim.precision", "eval.max_samples", "data.charts.dpi",
+                                 "train.lora.blocks", "degrade.scan.easy.line_fade", "compute"])
+def test_a_key_missing_from_params_yaml_is_named(key):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    *parents, last = key.split(".")
+    section = raw
+    for part in parents:
+        section = section[part]
+    del section[last]
+    with pytest.raises(ParamsError) as error:
+        parse_params(raw)
+    assert str(error.value) == f"params.yaml: {key}: missing; this key is required"
+
+
 MUTATIONS = [
     ("unknown key", lambda p: p["data"].update(sorce_dir="x"), "data.sorce_dir", "unknown key"),
     ("processes on a one-process config", lambda p: p.update(
         launch={"processes": 2, "config": str(ROOT / "workflow/accelerate/local.yaml")}),
      "launch.processes", "launch.config: workflow/accelerate/ddp.yaml"),
-    ("zero processes", lambda p: p.update(launch={"processes": 0}), "launch.processes",
+    ("zero processes", lambda p: p["launch"].update(processes=0), "launch.processes",
      "greater than or equal to 1"),
     ("shard urls for no level", lambda p: p["loader"].update(shard_urls={"extreme": "x.tar"}),
      "loader.shard_urls.extreme", "not in degrade.levels"),
@@ -86,7 +118,7 @@ MUTATIONS = [
     ("zero batch size", lambda p: p["optim"].update(batch_size=0), "optim.batch_size",
      "greater than"),
     ("unknown reader", lambda p: p["loader"].update(reader="hdf5"), "loader.reader", "embeddings"),
-    ("all loss weights zero", lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0}),
+    ("all loss weights zero", lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0, "balance": 0}),
      "optim.loss", "positive weight"),
     ("unfreeze level outside the curriculum", lambda p: p["train"]["unfreeze"].update(level="extreme"),
      "train.unfreeze.level", "not a curriculum level"),

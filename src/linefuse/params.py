@@ -1,5 +1,8 @@
 """Typed, validated view of params.yaml.
 
+The models declare types and constraints only: params.yaml is the one source of every value, so
+a key missing from it is an error naming the key, never a silent second default.
+
 Every stage loads the whole file through `load_params`, so a bad value anywhere stops the run
 before any stage does work. Errors become one `ParamsError` line naming the dotted key and what
 it accepts; the CLI prints that line instead of a traceback.
@@ -21,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from linefuse.paths import BASE_DIR, LORA_DIR
+from linefuse.paths import BASE_DIR, GENERATED_DIR, LORA_DIR
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 SPLITS = ("train", "val", "test")
@@ -71,26 +74,26 @@ def _range(kind: type, low: float | None = None, high: float | None = None):
 class ChartParams(Strict):
     """The embedded default data set: synthetic spectra rendered as line charts."""
 
-    count: Annotated[int, Field(ge=0)] = 60
-    width: Annotated[int, Field(ge=32, le=4096)] = 256
-    height: Annotated[int, Field(ge=32, le=4096)] = 192
-    seed: int = 0
-    points: Annotated[int, Field(ge=16)] = 512
-    peaks: _range(int, 1, 50) = (2, 7)
-    noise: Annotated[float, Field(ge=0.0, le=0.2)] = 0.01
-    line_width_pt: Annotated[float, Field(gt=0.0, le=10.0)] = 1.2
-    dpi: Annotated[int, Field(ge=36, le=600)] = 100
-    pure_line: bool = False
-    axes_prob: Probability = 0.6
-    grid_prob: Probability = 0.3
-    labels_prob: Probability = 0.5
-    paper_prob: Probability = 0.5
+    count: Annotated[int, Field(ge=0)]
+    width: Annotated[int, Field(ge=32, le=4096)]
+    height: Annotated[int, Field(ge=32, le=4096)]
+    seed: int
+    points: Annotated[int, Field(ge=16)]
+    peaks: _range(int, 1, 50)
+    noise: Annotated[float, Field(ge=0.0, le=0.2)]
+    line_width_pt: Annotated[float, Field(gt=0.0, le=10.0)]
+    dpi: Annotated[int, Field(ge=36, le=600)]
+    pure_line: bool
+    axes_prob: Probability
+    grid_prob: Probability
+    labels_prob: Probability
+    paper_prob: Probability
 
 
 class SplitRatios(Strict):
-    train: Probability = 0.8
-    val: Probability = 0.1
-    test: Probability = 0.1
+    train: Probability
+    val: Probability
+    test: Probability
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> SplitRatios:
@@ -101,11 +104,11 @@ class SplitRatios(Strict):
 
 
 class DataParams(Strict):
-    source_dir: str = "data/source"
-    min_side: Annotated[int, Field(ge=1)] = 32
-    max_pixels: Annotated[int, Field(ge=1)] = 50_000_000
-    split: SplitRatios = SplitRatios()
-    charts: ChartParams = ChartParams()
+    source_dir: str
+    min_side: Annotated[int, Field(ge=1)]
+    max_pixels: Annotated[int, Field(ge=1)]
+    split: SplitRatios
+    charts: ChartParams
 
 
 # --- degradations -----------------------------------------------------------------------------
@@ -117,7 +120,7 @@ class GaussianLevel(Strict):
 
 class MotionLevel(Strict):
     length: _range(int, 1, 101)
-    angle: _range(float, 0.0, 360.0) = (0.0, 180.0)
+    angle: _range(float, 0.0, 360.0)
 
 
 class ScanLevel(Strict):
@@ -126,10 +129,10 @@ class ScanLevel(Strict):
     blur: Annotated[float, Field(ge=0.0, le=20.0)]
     contrast: Annotated[float, Field(gt=0.0, le=1.0)]
     noise: Annotated[float, Field(ge=0.0, le=1.0)]
-    rotation_deg: Annotated[float, Field(ge=0.0, le=10.0)] = 0.5
-    shear: Annotated[float, Field(ge=0.0, le=0.2)] = 0.01
-    background: Annotated[float, Field(ge=0.0, le=0.5)] = 0.03
-    line_fade: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    rotation_deg: Annotated[float, Field(ge=0.0, le=10.0)]
+    shear: Annotated[float, Field(ge=0.0, le=0.2)]
+    background: Annotated[float, Field(ge=0.0, le=0.5)]
+    line_fade: Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class CompressionLevel(Strict):
@@ -141,9 +144,9 @@ class LowresLevel(Strict):
 
 
 class DegradeParams(Strict):
-    seed: int = 0
-    levels: list[str] = ["easy", "medium", "hard"]
-    domains: list[str] = list(DOMAINS)
+    seed: int
+    levels: list[str]
+    domains: list[str]
     gaussian: dict[str, GaussianLevel]
     motion: dict[str, MotionLevel]
     scan: dict[str, ScanLevel]
@@ -193,10 +196,10 @@ class DegradeParams(Strict):
 
 
 class ShardParams(Strict):
-    crop: Annotated[int, Field(ge=8, le=4096)] = 64
-    patches_per_image: Annotated[int, Field(ge=1, le=1000)] = 4
-    eval_crop: Annotated[int, Field(ge=8, le=8192)] | None = 128
-    samples_per_shard: Annotated[int, Field(ge=1)] = 512
+    crop: Annotated[int, Field(ge=8, le=4096)]
+    patches_per_image: Annotated[int, Field(ge=1, le=1000)]
+    eval_crop: Annotated[int, Field(ge=8, le=8192)] | None
+    samples_per_shard: Annotated[int, Field(ge=1)]
 
 
 # --- model, embeddings, training -------------------------------------------------------------
@@ -205,15 +208,15 @@ class ShardParams(Strict):
 class ModelParams(Strict):
     """The diffusion formulation; `unet`, `vae` and `text_encoder` are `tiny`/null or local folders."""
 
-    unet: str = "tiny"
-    vae: str | None = None
-    text_encoder: str | None = None
-    target: Literal["residual", "image"] = "residual"
-    prediction_type: Literal["sample", "epsilon", "v_prediction"] = "sample"
-    train_timesteps: Annotated[int, Field(ge=1, le=10000)] = 1000
-    beta_schedule: Literal["linear", "scaled_linear", "squaredcos_cap_v2"] = "squaredcos_cap_v2"
-    quantize_base: Literal["qfloat8"] | None = None
-    sample_start: Literal["mean", "noise"] = "mean"
+    unet: str
+    vae: str | None
+    text_encoder: str | None
+    target: Literal["residual", "image"]
+    prediction_type: Literal["sample", "epsilon", "v_prediction"]
+    train_timesteps: Annotated[int, Field(ge=1, le=10000)]
+    beta_schedule: Literal["linear", "scaled_linear", "squaredcos_cap_v2"]
+    quantize_base: Literal["qfloat8"] | None
+    sample_start: Literal["mean", "noise"]
 
     @field_validator("unet")
     @classmethod
@@ -247,17 +250,17 @@ def _existing_folder(path: str, must_hold: str, accepts: str) -> None:
 
 
 class EmbedParams(Strict):
-    dtype: Literal["float32", "float16", "bfloat16"] = "float16"
-    batch_size: Annotated[int, Field(ge=1)] = 64
-    splits: list[Literal["train", "val", "test"]] = ["train", "val"]
+    dtype: Literal["float32", "float16", "bfloat16"]
+    batch_size: Annotated[int, Field(ge=1)]
+    splits: list[Literal["train", "val", "test"]]
 
 
 class LossWeights(Strict):
-    mse: Annotated[float, Field(ge=0.0)] = 1.0
-    l1: Annotated[float, Field(ge=0.0)] = 0.0
-    charbonnier: Annotated[float, Field(ge=0.0)] = 0.0
+    mse: Annotated[float, Field(ge=0.0)]
+    l1: Annotated[float, Field(ge=0.0)]
+    charbonnier: Annotated[float, Field(ge=0.0)]
     # each sample weighs (mean |target| + floor) ** -balance: 0 = plain mean over the batch
-    balance: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    balance: Annotated[float, Field(ge=0.0, le=2.0)]
 
     @model_validator(mode="after")
     def _some_weight(self) -> LossWeights:
@@ -269,16 +272,16 @@ class LossWeights(Strict):
 class LoaderParams(Strict):
     """How training reads its data; none of these change what a step sees, only how fast."""
 
-    reader: Literal["embeddings", "lmdb", "webdataset"] = "embeddings"
-    workers: Literal["auto"] | Annotated[int, Field(ge=0)] = 0
-    prefetch_factor: Annotated[int, Field(ge=1)] = 2
-    persistent_workers: bool = False
-    pin_memory: Literal["auto"] | bool = "auto"
-    cache_gb: Annotated[float, Field(ge=0.0)] = 0.0
-    shuffle_buffer: Annotated[int, Field(ge=0)] = 256
+    reader: Literal["embeddings", "lmdb", "webdataset"]
+    workers: Literal["auto"] | Annotated[int, Field(ge=0)]
+    prefetch_factor: Annotated[int, Field(ge=1)]
+    persistent_workers: bool
+    pin_memory: Literal["auto"] | bool
+    cache_gb: Annotated[float, Field(ge=0.0)]
+    shuffle_buffer: Annotated[int, Field(ge=0)]
     # webdataset reader: where each level's train shards live instead of data/shards/LEVEL/wds;
     # anything WebDataset opens: a path, file://, http(s)://, or a pipe: command, {a..b} braces
-    shard_urls: dict[str, str | list[str]] = {}
+    shard_urls: dict[str, str | list[str]]
 
     @field_validator("shard_urls")
     @classmethod
@@ -294,34 +297,34 @@ class LoaderParams(Strict):
 class OptimParams(Strict):
     """Shared by pretrain and every train@LEVEL."""
 
-    seed: int = 0
-    batch_size: Annotated[int, Field(ge=1)] = 16
-    grad_accum: Annotated[int, Field(ge=1)] = 1
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: linefuse.hardware decides
-    optimizer: Literal["adamw", "adamw8bit"] = "adamw"
-    weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
-    clip_grad_norm: Annotated[float, Field(gt=0.0)] | None = 1.0
-    warmup_steps: Annotated[int, Field(ge=0)] = 10
-    loss: LossWeights = LossWeights()
-    gradient_checkpointing: bool = False
-    compile: bool = False
-    checkpoint_every: Annotated[int, Field(ge=1)] = 50
-    keep_checkpoints: Annotated[int, Field(ge=1)] = 2
-    log_every: Annotated[int, Field(ge=1)] = 10
-    memory_warn_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 0.85
+    seed: int
+    batch_size: Annotated[int, Field(ge=1)]
+    grad_accum: Annotated[int, Field(ge=1)]
+    precision: Literal["auto", "fp32", "bf16", "fp16"]  # auto: linefuse.hardware decides
+    optimizer: Literal["adamw", "adamw8bit"]
+    weight_decay: Annotated[float, Field(ge=0.0)]
+    clip_grad_norm: Annotated[float, Field(gt=0.0)] | None
+    warmup_steps: Annotated[int, Field(ge=0)]
+    loss: LossWeights
+    gradient_checkpointing: bool
+    compile: bool
+    checkpoint_every: Annotated[int, Field(ge=1)]
+    keep_checkpoints: Annotated[int, Field(ge=1)]
+    log_every: Annotated[int, Field(ge=1)]
+    memory_warn_fraction: Annotated[float, Field(gt=0.0, le=1.0)]
 
 
 class PretrainParams(Strict):
-    steps: Annotated[int, Field(ge=1)] = 300
-    lr: Annotated[float, Field(gt=0.0, le=1.0)] = 1e-3
+    steps: Annotated[int, Field(ge=1)]
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
 
 
 class LoraParams(Strict):
-    rank: Annotated[int, Field(ge=1, le=1024)] = 8
-    alpha: Annotated[float, Field(gt=0.0)] = 8.0
-    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-    target_modules: list[str] = ["to_q", "to_k", "to_v", "to_out.0", "conv1"]
-    blocks: list[str] = []
+    rank: Annotated[int, Field(ge=1, le=1024)]
+    alpha: Annotated[float, Field(gt=0.0)]
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)]
+    target_modules: list[str]
+    blocks: list[str]
 
     @field_validator("target_modules")
     @classmethod
@@ -334,8 +337,8 @@ class LoraParams(Strict):
 class UnfreezeParams(Strict):
     """Hybrid training: from `level` on, these backbone blocks train fully beside LoRA."""
 
-    level: str | None = None
-    blocks: list[str] = []
+    level: str | None
+    blocks: list[str]
 
 
 class CurriculumLevel(Strict):
@@ -349,11 +352,11 @@ class CurriculumLevel(Strict):
 class PerDomainParams(Strict):
     """One adapter per blur domain on the base (train_domains), and their weighted merge."""
 
-    domains: list[str] = ["gaussian", "scan", "compression"]
-    steps: Annotated[int, Field(ge=1)] = 150
-    lr: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0e-3
-    combination: Literal["cat", "svd", "linear"] = "cat"
-    weights: list[float] | None = None
+    domains: list[str]
+    steps: Annotated[int, Field(ge=1)]
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    combination: Literal["cat", "svd", "linear"]
+    weights: list[float] | None
 
     @model_validator(mode="after")
     def _weights_match_domains(self) -> PerDomainParams:
@@ -371,13 +374,13 @@ class PerDomainParams(Strict):
 
 
 class TrainParams(Strict):
-    lora: LoraParams = LoraParams()
-    unfreeze: UnfreezeParams = UnfreezeParams()
-    replay: bool = True
-    ordered: bool = True  # false: curriculum off, every level's job samples every level alike
+    lora: LoraParams
+    unfreeze: UnfreezeParams
+    replay: bool
+    ordered: bool  # false: curriculum off, every level's job samples every level alike
     curriculum: dict[str, CurriculumLevel]
-    adapters: Literal["curriculum", "per_domain"] = "curriculum"
-    per_domain: PerDomainParams = PerDomainParams()
+    adapters: Literal["curriculum", "per_domain"]
+    per_domain: PerDomainParams
 
     @model_validator(mode="after")
     def _curriculum_is_a_chain(self) -> TrainParams:
@@ -429,24 +432,24 @@ class TrainParams(Strict):
 class MetricParams(Strict):
     """How PSNR/SSIM are computed (BasicSR's conventions): data range 255 for uint8 images."""
 
-    color: Literal["rgb", "y"] = "rgb"
-    crop_border: Annotated[int, Field(ge=0)] = 0
+    color: Literal["rgb", "y"]
+    crop_border: Annotated[int, Field(ge=0)]
 
 
 class BaselineParams(Strict):
-    wiener_balance: Annotated[float, Field(gt=0.0)] = 0.01
-    richardson_lucy_iterations: Annotated[int, Field(ge=1, le=1000)] = 30
-    unsharp_radius: Annotated[float, Field(gt=0.0)] = 1.5
-    unsharp_amount: Annotated[float, Field(gt=0.0)] = 1.0
+    wiener_balance: Annotated[float, Field(gt=0.0)]
+    richardson_lucy_iterations: Annotated[int, Field(ge=1, le=1000)]
+    unsharp_radius: Annotated[float, Field(gt=0.0)]
+    unsharp_amount: Annotated[float, Field(gt=0.0)]
 
 
 class EvalParams(Strict):
-    steps: list[Annotated[int, Field(ge=1, le=1000)]] = [1, 4, 25]
-    batch_size: Annotated[int, Field(ge=1)] = 16
-    seed: int = 0
-    max_samples: Annotated[int, Field(ge=1)] | None = None
-    metric: MetricParams = MetricParams()
-    baselines: BaselineParams = BaselineParams()
+    steps: list[Annotated[int, Field(ge=1, le=1000)]]
+    batch_size: Annotated[int, Field(ge=1)]
+    seed: int
+    max_samples: Annotated[int, Field(ge=1)] | None
+    metric: MetricParams
+    baselines: BaselineParams
 
     @field_validator("steps")
     @classmethod
@@ -461,25 +464,25 @@ class EvalParams(Strict):
 
 
 class ServeParams(Strict):
-    max_upload_mb: Annotated[float, Field(gt=0.0)] = 10.0
-    max_pixels: Annotated[int, Field(ge=1)] = 4_000_000
-    default_steps: Annotated[int, Field(ge=1, le=1000)] = 25
-    max_steps: Annotated[int, Field(ge=1, le=1000)] = 100
+    max_upload_mb: Annotated[float, Field(gt=0.0)]
+    max_pixels: Annotated[int, Field(ge=1)]
+    default_steps: Annotated[int, Field(ge=1, le=1000)]
+    max_steps: Annotated[int, Field(ge=1, le=1000)]
 
 
 class ComputeParams(Strict):
     """Where the model runs (embed, training, evaluate, restore, serve); `auto` takes the CUDA GPU
     when one is visible, else the CPU, and each stage logs the choice with its reason."""
 
-    device: Literal[DEVICES] = "auto"
+    device: Literal[DEVICES]
 
 
 class LaunchParams(Strict):
     """How the training stages start: `accelerate launch` with this config and process count
     (also the GPUs each training job asks a cluster for)."""
 
-    processes: Annotated[int, Field(ge=1)] = 1
-    config: str = "workflow/accelerate/local.yaml"
+    processes: Annotated[int, Field(ge=1)]
+    config: str
 
     @model_validator(mode="after")
     def _config_runs_that_many(self) -> LaunchParams:
@@ -495,19 +498,19 @@ class LaunchParams(Strict):
 
 
 class Params(Strict):
-    data: DataParams = DataParams()
+    data: DataParams
     degrade: DegradeParams
-    shards: ShardParams = ShardParams()
-    model: ModelParams = ModelParams()
-    embed: EmbedParams = EmbedParams()
-    loader: LoaderParams = LoaderParams()
-    optim: OptimParams = OptimParams()
-    pretrain: PretrainParams = PretrainParams()
+    shards: ShardParams
+    model: ModelParams
+    embed: EmbedParams
+    loader: LoaderParams
+    optim: OptimParams
+    pretrain: PretrainParams
     train: TrainParams
-    eval: EvalParams = EvalParams()
-    serve: ServeParams = ServeParams()
-    launch: LaunchParams = LaunchParams()
-    compute: ComputeParams = ComputeParams()
+    eval: EvalParams
+    serve: ServeParams
+    launch: LaunchParams
+    compute: ComputeParams
 
     @model_validator(mode="after")
     def _per_domain_domains_are_degrade_domains(self) -> Params:
@@ -536,7 +539,7 @@ class Params(Strict):
     @model_validator(mode="after")
     def _crop_fits_generated_charts(self) -> Params:
         charts = self.data.charts
-        if self.data.source_dir == DataParams().source_dir:
+        if Path(self.data.source_dir) == GENERATED_DIR:
             smallest = min(charts.width, charts.height)
             if self.shards.crop > smallest:
                 raise _KeyedError("shards.crop", f"{self.shards.crop} px is larger than the "

@@ -18,6 +18,7 @@ from PIL import Image
 from scipy import ndimage
 
 from linefuse.params import (
+    DOMAINS,
     CompressionLevel,
     GaussianLevel,
     LowresLevel,
@@ -204,5 +205,5 @@ def _lowres(image, level: LowresLevel, rng):
     return np.asarray(out, dtype=np.uint8).copy(), {"factor": factor}
 
 
-_DOMAINS = {"gaussian": _gaussian, "motion": _motion, "scan": _scan,
-            "compression": _compression, "lowres": _lowres}
+# one function per name in params.DOMAINS, named after it: the list of domains lives there only
+_DOMAINS = {domain: globals()[f"_{domain}"] for domain in DOMAINS}
