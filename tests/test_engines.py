@@ -82,6 +82,32 @@ def test_both_engines_declare_the_same_stages():
                                      for level in LEVELS)}
 
 
+def _paths_module_paths() -> set[str]:
+    """Every path linefuse.paths defines, with the per-level ones filled in for LEVELS."""
+    from linefuse import paths
+
+    known = {value.as_posix() for value in vars(paths).values() if isinstance(value, Path)}
+    for level in LEVELS:
+        known |= {f(level).as_posix() for f in (paths.shards, paths.shard_metrics, paths.embeddings,
+                                                paths.embed_metrics, paths.adapter,
+                                                paths.train_metrics, paths.train_logs)}
+    for name in ("pretrain", "domains"):
+        known |= {paths.train_metrics(name).as_posix(), paths.train_logs(name).as_posix()}
+    return known
+
+
+def test_every_declared_path_is_one_of_linefuse_paths():
+    """dvc.yaml (and so the Snakefile, held to it above) spells the paths the code defines once
+    in linefuse.paths: code, configs and params aside, every input and output is one of them."""
+    known = _paths_module_paths()
+    declared = {path for stage in dvc_declarations(ROOT).values()
+                for path in stage["deps"] + stage["outs"]}
+    stray = sorted(path for path in declared
+                   if not path.startswith(("src/", "workflow/")) and path not in known)
+    assert not stray, stray
+    assert {"data/index/images.parquet", "models/lora/hard", "metrics/eval.json"} <= known
+
+
 RUN_OUTPUTS = ("data/", "models/", "logs/", "metrics/", "plots/", "reports/", "dvc_plots/",
                "dvc.lock")
 

@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("generate", run_generate, "render the synthetic spectrum charts (the default data)",
         workers=True)
-    add("index", run_index, "index data.source_dir into data/index/*.parquet", workers=True)
+    add("index", run_index, f"index data.source_dir into {paths.INDEX_DIR}/*.parquet", workers=True)
     add("shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True).add_argument(
         "--level", required=True, help="a name from degrade.levels")
     add("embed", run_embed, "cache one level's pixels or VAE latents and prompt embeddings"
@@ -220,14 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     profiler = add("profile", run_profile, "time a few training steps: data loading, forward and "
                    "backward per UNet block, optimizer step (saves no model, state or log)")
     job = profiler.add_mutually_exclusive_group()
-    job.add_argument("--level", help="a name from train.curriculum, trained as LoRA on "
-                     "models/base (default: the first level)")
+    job.add_argument("--level", help=f"a name from train.curriculum, trained as LoRA on "
+                     f"{paths.BASE_DIR} (default: the first level)")
     job.add_argument("--full", action="store_true", help="the full fine-tune (pretrain) instead")
     profiler.add_argument("--steps", type=int, default=10, help="timed steps, after 2 untimed "
                           "warm-up steps (default: %(default)s)")
     profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
-    add("report", run_report, "reports/index.html: the eval tables, plots, samples and params "
+    add("report", run_report, f"{paths.REPORT_HTML}: the eval tables, plots, samples and params "
         "on one static page")
     restore = add("restore", run_restore, "restore image files or folders of any size")
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
@@ -240,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = add("serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--adapters", default="models/lora", help="folder of adapter folders")
+    serve.add_argument("--adapters", default=str(paths.LORA_DIR), help="folder of adapter folders "
+                       "(default: %(default)s)")
     serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
     return parser
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from linefuse import paths
 from linefuse.params import Params
 from linefuse.stage import atomic_dir, write_json
+from linefuse.train.loop import Job, run
 
 log = logging.getLogger("linefuse")
 MANIFEST = "manifest.json"
@@ -36,10 +37,20 @@ def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
             "combined": folder / content["combined"] if content["combined"] else None}
 
 
+def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
+    """One per-domain adapter: on the base, over that domain's samples of every level."""
+    per_domain = params.train.per_domain
+    return Job(name=f"train_domains@{domain}", steps=per_domain.steps, lr=per_domain.lr,
+               levels=list(params.degrade.levels), out_dir=out_dir,
+               metrics_path=log_root / f"{domain}.json", log_dir=log_root / domain, lora=True,
+               domain=domain,
+               settings={**params.model_dump(include={"model", "optim"}),
+                         "lora": params.train.lora.model_dump(), "domain": domain,
+                         "per_domain": per_domain.model_dump(include={"steps", "lr"})})
+
+
 def train_domain_adapters(params: Params) -> dict:
     """Writes models/domains (adapters + manifest), logs/train/domains and its metrics file."""
-    from linefuse.train.loop import domain_job, run
-
     per_domain = params.train.per_domain
     metrics: dict = {"mode": params.train.adapters, "adapters": {}}
     with atomic_dir(paths.DOMAIN_ADAPTERS_DIR) as tmp, atomic_dir(LOG_DIR) as logs:

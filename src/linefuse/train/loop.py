@@ -90,18 +90,6 @@ def train_job(params: Params, level: str) -> Job:
                          "curriculum": params.train.curriculum[level].model_dump()})
 
 
-def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
-    """One per-domain adapter: on the base, over that domain's samples of every level."""
-    per_domain = params.train.per_domain
-    return Job(name=f"train_domains@{domain}", steps=per_domain.steps, lr=per_domain.lr,
-               levels=list(params.degrade.levels), out_dir=out_dir,
-               metrics_path=log_root / f"{domain}.json", log_dir=log_root / domain, lora=True,
-               domain=domain,
-               settings={**params.model_dump(include={"model", "optim"}),
-                         "lora": params.train.lora.model_dump(), "domain": domain,
-                         "per_domain": per_domain.model_dump(include={"steps", "lr"})})
-
-
 def make_accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:
     """The accelerator on the device and precision chosen for this machine, and both choices."""
     device = choose_device(params.compute.device)

@@ -1,0 +1,78 @@
+"""The package's shape: imports flow one way, and the service stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "linefuse"
+# lower layers never import higher ones; the core (params, paths, stage, hardware) imports no
+# subpackage. evaluate and report sit side by side and do not import each other.
+LAYERS = {"core": 0, "data": 1, "train": 2, "serve": 3, "evaluate": 4, "report": 4, "cli": 5}
+SUBPACKAGES = {"data", "train", "serve", "evaluate", "report"}
+
+
+def _layer(module: str) -> str:
+    """linefuse.train.loop -> train; linefuse.params -> core; linefuse.cli -> cli."""
+    part = module.split(".")[1] if "." in module else ""
+    if part in SUBPACKAGES or part == "cli":
+        return part
+    return "core"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every linefuse import in the file, at any depth (lazy ones too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: relative import; use linefuse.X"
+            if node.module == "linefuse":
+                found += [(node.lineno, f"linefuse.{alias.name}") for alias in node.names]
+            elif node.module.startswith("linefuse."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names
+                      if alias.name.startswith("linefuse.")]
+    return found
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(relative.parts).removesuffix(".__init__")
+
+
+def test_imports_only_flow_downward():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = _layer(_module_name(path))
+        for line, target in _imports(path):
+            target_layer = _layer(target)
+            allowed = (target_layer == source or target_layer == "core"
+                       or LAYERS[target_layer] < LAYERS[source])
+            if not allowed:
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: {source} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_rule_catches_an_upward_import(tmp_path):
+    """The check above can fail: a data module importing train is reported."""
+    assert _layer("linefuse.data.shards") == "data" and _layer("linefuse.train.loop") == "train"
+    assert LAYERS[_layer("linefuse.train.loop")] > LAYERS[_layer("linefuse.data.shards")]
+    module = tmp_path / "bad.py"
+    module.write_text("def f():\n    from linefuse.train.loop import run\n")
+    assert _imports(module) == [(2, "linefuse.train.loop")]
+
+
+@pytest.mark.parametrize("entry", ["linefuse.serve.app", "linefuse.serve.restorer"])
+def test_the_service_does_not_import_the_data_stages_libraries(entry):
+    probe = (f"import sys, {entry}; "
+             "print(','.join(m for m in ('lmdb', 'webdataset', 'polars') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == ""
