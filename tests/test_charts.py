@@ -10,13 +10,15 @@ from PIL import Image
 from scipy.spatial import cKDTree
 
 from linefuse.data.charts import chart_rng, generate, make_spectrum, render_chart
-from linefuse.params import ChartParams
+from conftest import ROOT
+from linefuse.params import ChartParams, load_params
 
 
 def small(**overrides) -> ChartParams:
     """Tiny charts with every style switched on half the time, so the tests stay fast."""
-    base = dict(count=4, width=96, height=64, points=128, axes_prob=0.5, grid_prob=0.5,
-                labels_prob=0.5, paper_prob=0.5)
+    base = load_params(ROOT / "params.yaml").data.charts.model_dump()
+    base |= dict(count=4, width=96, height=64, points=128, axes_prob=0.5, grid_prob=0.5,
+                 labels_prob=0.5, paper_prob=0.5)
     return ChartParams(**(base | overrides))
 
 

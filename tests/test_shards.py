@@ -91,6 +91,7 @@ def test_blurred_psnr_falls_from_easy_to_hard_in_every_domain(tiny_project):
             blurred, sharp, meta = dataset[i]
             value = peak_signal_noise_ratio(sharp, blurred, data_range=255)
             per_domain.setdefault(meta["domain"], []).append(min(value, 60.0))
+        dataset.close()  # py-lmdb allows one open handle per env and process
         psnr[level] = {domain: float(np.mean(values)) for domain, values in per_domain.items()}
         reported = json.loads((tiny_project / f"metrics/shard/{level}.json").read_text())
         assert reported["input_psnr_pooled"] == pytest.approx(

@@ -104,9 +104,9 @@ def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
 
     target = torch.cat([torch.full((1, 3, 8, 8), 0.02), torch.full((1, 3, 8, 8), 0.2)])
     prediction = torch.zeros_like(target)
-    plain, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, balance=0))
+    plain, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=0))
     assert float(plain) == pytest.approx(0.11) and terms["l1"] == pytest.approx(0.11)
-    balanced, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, balance=1))
+    balanced, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=1))
     weights = torch.tensor([1 / 0.03, 1 / 0.21])
     weights = weights / weights.mean()
     assert float(balanced) == pytest.approx(float((weights * torch.tensor([0.02, 0.2])).mean()))
