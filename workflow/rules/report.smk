@@ -7,9 +7,8 @@ rule report:
         "metrics/eval.json",
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
-        "plots/training_curves.csv",
         "reports/samples.png",
-        "src/linefuse/report/report.py",
+        "src/linefuse/report",
     output:
         "reports/index.html",
     params:
