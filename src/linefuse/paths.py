@@ -35,7 +35,6 @@ STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can
 PLOTS_DIR = Path("plots")
 BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
 BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
-CURVES_CSV = PLOTS_DIR / "training_curves.csv"
 REPORTS_DIR = Path("reports")
 SAMPLES_PNG = REPORTS_DIR / "samples.png"
 REPORT_HTML = REPORTS_DIR / "index.html"

@@ -116,8 +116,6 @@ rule evaluate:
         "models/base",
         f"models/lora/{CURRICULUM_ORDER[-1]}",
         "models/domains",
-        "logs/pretrain",
-        expand("logs/train/{level}", level=CURRICULUM),
         "src/linefuse/evaluate/evaluate.py",
         "src/linefuse/train/domains.py",
         "src/linefuse/serve/restorer.py",
@@ -130,7 +128,6 @@ rule evaluate:
         "metrics/eval.json",
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
-        "plots/training_curves.csv",
     params:
         tracked=tracked("compute", "model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
     threads: workflow.cores

@@ -27,14 +27,14 @@ from linefuse.train.domains import domain_adapters
 from linefuse.hardware import Choice, cpu_model
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse import paths
-from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV, EVAL_JSON, SAMPLES_PNG
+from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, EVAL_JSON, SAMPLES_PNG
 from linefuse.params import Params
 from linefuse.data.readers import LmdbPairs
 from linefuse.serve.restorer import Restorer
 from linefuse.stage import atomic_files
 
 log = logging.getLogger("linefuse")
-PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, CURVES_CSV]
+PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV]
 
 
 def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
@@ -212,14 +212,6 @@ def _write_plots(report: dict, steps_list: list[int], levels: list[str],
                   for cell in by_level.values()]
         by_steps.append([steps, _mean(values), report["latency_ms_per_image"][f"s{steps}"]])
     _write_csv(tmp[BY_STEPS_CSV], ["steps", "psnr", "latency_ms_per_image"], by_steps)
-    curves = []
-    for stage, log_file in [("pretrain", paths.train_logs("pretrain") / "steps.jsonl")] + [
-            (f"train@{level}", paths.train_logs(level) / "steps.jsonl") for level in levels]:
-        if log_file.is_file():
-            for line in log_file.read_text().splitlines():
-                record = json.loads(line)
-                curves.append([stage, record["step"], record["loss"], record["lr"]])
-    _write_csv(tmp[CURVES_CSV], ["stage", "step", "loss", "lr"], curves)
 
 
 def _write_samples(showcase: dict, domains: list[str], levels: list[str], path: Path) -> None:
