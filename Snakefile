@@ -1,4 +1,6 @@
 # The stage graph for Snakemake: the same stages as dvc.yaml, over the same params.yaml.
+# Each job's stdout and stderr go to its `log:` file under logs/snakemake/ (git-ignored; not a
+# DVC output, unlike logs/pretrain and logs/train/LEVEL, which the training stages write).
 configfile: "params.yaml"
 
 

@@ -60,8 +60,13 @@ def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
         assert resources["runtime"] == "120" and resources["mem_mb"] == "16000"
         assert jobs[name]["shell"].startswith(
             "accelerate launch --config_file workflow/accelerate/local.yaml --num_processes 1 ")
-    assert jobs["train@hard"]["shell"].endswith("-m linefuse.cli train --level hard")
+    assert jobs["train@hard"]["shell"].endswith(
+        "-m linefuse.cli train --level hard > logs/snakemake/train/hard.log 2>&1")
     assert "gpu" not in jobs["evaluate"]["resources"]
+    # each job writes its stdout and stderr to its own log: file, beside the DVC-declared logs/
+    for name, job in jobs.items():
+        if name != "all":
+            assert re.search(r" > logs/snakemake/[\w/]+\.log 2>&1$", job["shell"]), name
 
 
 def test_process_count_from_params_reaches_the_launch_and_the_gpu_request(repo_copy):

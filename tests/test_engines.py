@@ -43,6 +43,7 @@ with SnakemakeApi(OutputSettings()) as api:
                 "deps": sorted(fill(p) for p in rule.input),
                 "outs": sorted(fill(p) for p in rule.output),
                 "params": sorted(params),
+                "log": sorted(fill(p) for p in rule.log),
             }
 print(json.dumps(stages))
 """
@@ -70,16 +71,50 @@ def dvc_declarations(project: Path) -> dict:
     return stages
 
 
+LOG_REDIRECT = " > {log} 2>&1"  # every rule's shell command ends with it
+
+
 def test_both_engines_declare_the_same_stages():
-    """Same stage names, commands, inputs, outputs and params keys (Snakemake adds --workers)."""
+    """Same stage names, commands, inputs, outputs and params keys (Snakemake adds --workers, and
+    sends each job's stdout and stderr to its own log: file under logs/snakemake/, which is none
+    of the DVC outputs)."""
     from_snakemake = snakemake_declarations(ROOT)
-    for declared in from_snakemake.values():
-        declared["cmd"] = declared["cmd"].replace(" --workers {threads}", "")
-    assert from_snakemake == dvc_declarations(ROOT)
+    from_dvc = dvc_declarations(ROOT)
+    dvc_outs = {out for stage in from_dvc.values() for out in stage["outs"]}
+    logs = []
+    for name, declared in from_snakemake.items():
+        log = declared.pop("log")
+        assert len(log) == 1 and log[0].startswith("logs/snakemake/"), (name, log)
+        assert not any(log[0] == out or log[0].startswith(f"{out}/") for out in dvc_outs), name
+        assert declared["cmd"].endswith(LOG_REDIRECT), (name, declared["cmd"])
+        declared["cmd"] = (declared["cmd"].removesuffix(LOG_REDIRECT)
+                           .replace(" --workers {threads}", ""))
+        logs += log
+    assert len(set(logs)) == len(logs), logs  # one log file per job
+    assert from_snakemake == from_dvc
     assert set(from_snakemake) == {"generate", "index", "pretrain", "train_domains", "evaluate",
                                    "report",
                                    *(f"{name}@{level}" for name in ("shard", "embed", "train")
                                      for level in LEVELS)}
+
+
+# Snakemake's lint asks every rule for a conda env or a container. Here each job runs the
+# project's own venv (`make install`), the interpreter and wheels `dvc repro` uses: a second
+# copy of the software per rule (another torch build) would break the byte-identical outputs the
+# two engines are held to above. Snakemake has no directive for a venv and no way to silence one
+# lint (snakemake/snakemake#2085), so this finding alone is accepted, by name.
+ACCEPTED_LINT = "Specify a conda environment or container for each rule."
+
+
+def test_snakemake_lint_finds_nothing_else():
+    done = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    findings = re.findall(r"^    \* (.+?):?$", said, flags=re.MULTILINE)
+    rules = re.findall(r"^Lints for rule (\w+)", said, flags=re.MULTILINE)
+    assert findings and set(findings) == {ACCEPTED_LINT}, said
+    assert len(findings) == len(rules) == 9, said  # one per rule, nothing about the files
+    assert "Lints for snakefile" not in said, said
 
 
 def _paths_module_paths() -> set[str]:

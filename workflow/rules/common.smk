@@ -1,24 +1,17 @@
-# Shared by every rule. Each rule passes the params.yaml keys it reads through `params:` as
-# tracked(...), a {dotted key: value} mapping: Snakemake reruns a job when that value changes,
-# and the keys read the same as the `params:` list of the matching dvc.yaml stage.
+# Shared by all the workflow's rules, and the one place for its functions (`snakemake --lint`
+# wants them out of the files that hold the rules). The rules pass the params.yaml keys they read
+# as `params: tracked=tracked(...)`, a {dotted key: value} mapping: Snakemake reruns a job when
+# that value changes, and the keys read the same as the `params` list of the dvc.yaml stage.
 from functools import reduce
 
+from linefuse.params import DOMAINS, parse_params
+
+# the same validation as every stage: a bad params.yaml stops Snakemake before any job runs
+PARAMS = parse_params(config)
 LEVELS = config["degrade"]["levels"]
-DOMAIN_PARAMS = ["gaussian", "motion", "scan", "compression", "lowres"]
+DOMAIN_PARAMS = list(DOMAINS)
 CURRICULUM = list(config["train"]["curriculum"])
-
-
-def curriculum_order():
-    """Levels from the one that starts at models/base, following each level's init."""
-    follows = {spec["init"]: level for level, spec in config["train"]["curriculum"].items()}
-    order, current = [], "models/base"
-    while current in follows:
-        order.append(follows[current])
-        current = f"models/lora/{order[-1]}"
-    return order
-
-
-CURRICULUM_ORDER = curriculum_order()
+CURRICULUM_ORDER = PARAMS.train.order()
 LAUNCH_CONFIG = config["launch"]["config"]
 PROCESSES = config["launch"]["processes"]
 # The training stages start under accelerate with the process count from params.yaml; the thread
@@ -50,3 +43,9 @@ def tracked(*keys):
         return out
 
     return values
+
+
+def curriculum_init(wildcards):
+    """train@LEVEL starts from the adapter (or base model) that train.curriculum names."""
+    return config["train"]["curriculum"][wildcards.level]["init"]
+

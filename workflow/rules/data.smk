@@ -9,13 +9,15 @@ rule generate:
         directory("data/source"),
     params:
         tracked=tracked("data.charts"),
+    log:
+        "logs/snakemake/generate.log",
     threads: 8
     resources:
         cpus_per_task=8,
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse generate --workers {threads}"
+        "linefuse generate --workers {threads} > {log} 2>&1"
 
 
 rule index:
@@ -29,13 +31,15 @@ rule index:
         "metrics/index.json",
     params:
         tracked=tracked("data.source_dir", "data.min_side", "data.max_pixels", "data.split"),
+    log:
+        "logs/snakemake/index.log",
     threads: 8
     resources:
         cpus_per_task=8,
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse index --workers {threads}"
+        "linefuse index --workers {threads} > {log} 2>&1"
 
 
 rule shard:
@@ -55,10 +59,12 @@ rule shard:
             *[f"degrade.{domain}.{{level}}" for domain in DOMAIN_PARAMS],
             "shards",
         ),
+    log:
+        "logs/snakemake/shard/{level}.log",
     threads: 8
     resources:
         cpus_per_task=8,
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse shard --level {wildcards.level} --workers {threads}"
+        "linefuse shard --level {wildcards.level} --workers {threads} > {log} 2>&1"

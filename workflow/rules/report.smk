@@ -23,5 +23,7 @@ rule report:
             "train",
             "eval",
         ),
+    log:
+        "logs/snakemake/report.log",
     shell:
-        "linefuse report"
+        "linefuse report > {log} 2>&1"

@@ -5,10 +5,6 @@
 # (launch.processes), which the SLURM profile turns into --gpus.
 
 
-def curriculum_init(wildcards):
-    return config["train"]["curriculum"][wildcards.level]["init"]
-
-
 rule embed:
     input:
         "data/shards/{level}",
@@ -20,9 +16,11 @@ rule embed:
         "metrics/embed/{level}.json",
     params:
         tracked=tracked("compute", "model.unet", "model.vae", "model.text_encoder", "embed"),
+    log:
+        "logs/snakemake/embed/{level}.log",
     threads: workflow.cores
     shell:
-        "linefuse embed --level {wildcards.level}"
+        "linefuse embed --level {wildcards.level} > {log} 2>&1"
 
 
 rule pretrain:
@@ -36,13 +34,15 @@ rule pretrain:
         "metrics/train/pretrain.json",
     params:
         tracked=tracked("compute", "model", "loader", "optim", "launch", "pretrain", "degrade.levels"),
+    log:
+        "logs/snakemake/pretrain.log",
     threads: workflow.cores
     resources:
         gpu=PROCESSES,
         mem_mb=16000,
         runtime=120,
     shell:
-        f"{LAUNCH} pretrain"
+        f"{LAUNCH} pretrain > {{log}} 2>&1"
 
 
 rule train:
@@ -69,13 +69,15 @@ rule train:
             "train.ordered",
             "train.curriculum.{level}",
         ),
+    log:
+        "logs/snakemake/train/{level}.log",
     threads: workflow.cores
     resources:
         gpu=PROCESSES,
         mem_mb=16000,
         runtime=120,
     shell:
-        f"{LAUNCH} train --level {{wildcards.level}}"
+        f"{LAUNCH} train --level {{wildcards.level}} > {{log}} 2>&1"
 
 
 rule train_domains:
@@ -101,13 +103,15 @@ rule train_domains:
             "train.adapters",
             "train.per_domain",
         ),
+    log:
+        "logs/snakemake/train_domains.log",
     threads: workflow.cores
     resources:
         gpu=PROCESSES,
         mem_mb=16000,
         runtime=120,
     shell:
-        f"{LAUNCH} train-domains"
+        f"{LAUNCH} train-domains > {{log}} 2>&1"
 
 
 rule evaluate:
@@ -130,6 +134,8 @@ rule evaluate:
         "plots/psnr_vs_steps.csv",
     params:
         tracked=tracked("compute", "model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
+    log:
+        "logs/snakemake/evaluate.log",
     threads: workflow.cores
     shell:
-        "linefuse evaluate"
+        "linefuse evaluate > {log} 2>&1"
