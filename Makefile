@@ -51,7 +51,10 @@ sweep: $(STAMP)
 	$(BIN)/dvc exp show --no-pager --md --drop '.*' \
 	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s25\..*|summary\.psnr_gain_s25)$$'
 
+# lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`
 test: $(STAMP) chromium
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 # tests/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed

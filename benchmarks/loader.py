@@ -11,6 +11,7 @@ measures in one run on one machine, and writes benchmarks/results/loader.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import tempfile
@@ -25,16 +26,17 @@ import polars as pl
 from linefuse.cli import main as linefuse
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.images import load_rgb
-from linefuse.params import load_params
-from linefuse.data.readers import LmdbPairs, read_manifest, shard_urls, webdataset_pairs
 from linefuse.data.layout import LMDB_DIR
+from linefuse.data.readers import LmdbPairs, read_manifest, shard_urls, webdataset_pairs
 from linefuse.data.shards import crop_windows
+from linefuse.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def rate(make_samples, repeats: int = 3) -> tuple[float, int]:
-    """Best samples/s of `repeats` passes over make_samples(), an iterable of (blurred, sharp, ...)."""
+    """Best samples/s of `repeats` passes over make_samples(), an iterable of (blurred, sharp,
+    ...)."""
     best = 0.0
     for _ in range(repeats):
         started, count = time.perf_counter(), 0
@@ -47,14 +49,18 @@ def rate(make_samples, repeats: int = 3) -> tuple[float, int]:
 
 def naive_pairs(params, rows: list[dict], index: pl.DataFrame):
     """Decode + degrade + crop per sample, as a hand-written on-the-fly loader would."""
-    paths = dict(zip(index["id"], index["path"]))
+    paths = dict(zip(index["id"], index["path"], strict=True))
     root = Path(params.data.source_dir)
     for row in rows:
         sharp = load_rgb(root / paths[row["image_id"]])
         rng = item_rng(params.degrade.seed, row["image_id"], row["domain"], row["level"])
-        blurred, _ = degrade(sharp, row["domain"], params.degrade.level(row["domain"], row["level"]), rng)
-        top, left, size_y, size_x = crop_windows(*sharp.shape[:2], row["split"], params, rng)[row["patch"]]
-        window = np.s_[top:top + size_y, left:left + size_x]
+        blurred, _ = degrade(
+            sharp, row["domain"], params.degrade.level(row["domain"], row["level"]), rng
+        )
+        top, left, size_y, size_x = crop_windows(*sharp.shape[:2], row["split"], params, rng)[
+            row["patch"]
+        ]
+        window = np.s_[top : top + size_y, left : left + size_x]
         yield blurred[window], sharp[window]
 
 
@@ -80,15 +86,16 @@ def measure(level: str, samples: int) -> dict:
 
         lmdb_reader = LmdbPairs(level_dir, "train")
         first = [lmdb_reader[i] for i in range(5)]
-        for (blurred, sharp), (want_blurred, want_sharp, _) in zip(naive_pairs(params, rows, index), first):
+        for (blurred, sharp), (want_blurred, want_sharp, _) in zip(
+            naive_pairs(params, rows, index), first, strict=True
+        ):
             assert np.array_equal(blurred, want_blurred) and np.array_equal(sharp, want_sharp)
 
         results = {"lmdb_reader": rate(lambda: (lmdb_reader[i] for i in range(len(rows))))}
         lmdb_reader.close()
         urls, keys = shard_urls(level_dir, "train"), [row["key"].encode() for row in rows]
         results |= {
-            "webdataset_reader": rate(lambda: (item for _, item in zip(
-                range(len(rows)), webdataset_pairs(urls)))),
+            "webdataset_reader": rate(lambda: itertools.islice(webdataset_pairs(urls), len(rows))),
             "raw_lmdb_ceiling": rate(lambda: raw_lmdb(level_dir, keys)),
             "naive_decode_and_degrade": rate(lambda: naive_pairs(params, rows, index), repeats=1),
         }
@@ -99,8 +106,11 @@ def measure(level: str, samples: int) -> dict:
         "samples": {name: count for name, (_, count) in results.items()},
         "samples_per_s": {name: round(value, 1) for name, (value, _) in results.items()},
         "ratio_to_naive": {name: round(value / naive, 2) for name, (value, _) in results.items()},
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+        },
     }
 
 

@@ -1,9 +1,9 @@
 """Training speed per precision on this machine: fp32, bf16 and (on a GPU) fp16.
 
 Each precision runs in a process of its own (accelerate fixes autocast once per process) through
-the real training step: accelerate's mixed precision over `linefuse.train.loop.training_step`, on the
-default model (`model.unet` from params.yaml, full fine-tune as in pretrain, the costliest stage)
-at the default batch size and crop. The report names the machine (CPU model and flags, GPU),
+the real training step: accelerate's mixed precision over `linefuse.train.loop.training_step`, on
+the default model (`model.unet` from params.yaml, full fine-tune as in pretrain, the costliest
+stage) at the default batch size and crop. The report names the machine (CPU model and flags, GPU),
 what `optim.precision: auto` picks here and why, and whether that is the fastest measured:
 benchmarks/results/precision.json.
 
@@ -27,14 +27,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
-    from linefuse.train.diffusion import noise_scheduler
-    from linefuse.train.model import build_unet
     from linefuse.params import load_params
+    from linefuse.train.diffusion import noise_scheduler
     from linefuse.train.loop import make_accelerator, training_step
+    from linefuse.train.model import build_unet
 
     params = load_params(REPO / "params.yaml")
-    params = params.model_copy(update={"optim": params.optim.model_copy(
-        update={"precision": precision})})
+    params = params.model_copy(
+        update={"optim": params.optim.model_copy(update={"precision": precision})}
+    )
     with tempfile.TemporaryDirectory() as state_dir:  # the accelerator saves nothing there
         accelerator, _, chosen = make_accelerator(params, Path(state_dir))
     batch, crop = params.optim.batch_size, params.shards.crop
@@ -51,8 +52,20 @@ def run_case(precision: str, steps: int) -> dict:
     prompts = torch.zeros(batch, 1, model.config.cross_attention_dim, device=accelerator.device)
 
     def step(index: int) -> None:
-        training_step(params, accelerator, scheduler, model, optimizer, constant, trainable,
-                      blurred, sharp, prompts, index, 0)
+        training_step(
+            params,
+            accelerator,
+            scheduler,
+            model,
+            optimizer,
+            constant,
+            trainable,
+            blurred,
+            sharp,
+            prompts,
+            index,
+            0,
+        )
 
     for index in range(2):
         step(index)
@@ -64,8 +77,14 @@ def run_case(precision: str, steps: int) -> dict:
     if accelerator.device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - started
-    return {"samples_per_s": round(steps * batch / elapsed, 2), "steps": steps, "batch": batch,
-            "crop": crop, "device": str(accelerator.device), "autocast": chosen.value}
+    return {
+        "samples_per_s": round(steps * batch / elapsed, 2),
+        "steps": steps,
+        "batch": batch,
+        "crop": crop,
+        "device": str(accelerator.device),
+        "autocast": chosen.value,
+    }
 
 
 def main() -> None:
@@ -84,18 +103,25 @@ def main() -> None:
     precisions = ["fp32", "bf16"] + (["fp16"] if device.value == "cuda" else [])
     cases = {}
     for precision in precisions:
-        done = subprocess.run([sys.executable, __file__, "--case", precision, "--steps",
-                               str(args.steps)], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--case", precision, "--steps", str(args.steps)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         cases[precision] = json.loads(done.stdout.strip().splitlines()[-1])
         print(precision, cases[precision], flush=True)
     auto = choose_precision("auto", device.value)
     fastest = max(cases, key=lambda name: cases[name]["samples_per_s"])
     report = {
-        "machine": machine_summary(), "device": device.value,
+        "machine": machine_summary(),
+        "device": device.value,
         "auto": {"picks": auto.value, "reason": auto.reason},
         "cases": cases,
-        "ratio_to_fp32": {name: round(case["samples_per_s"] / cases["fp32"]["samples_per_s"], 2)
-                          for name, case in cases.items()},
+        "ratio_to_fp32": {
+            name: round(case["samples_per_s"] / cases["fp32"]["samples_per_s"], 2)
+            for name, case in cases.items()
+        },
         "fastest": fastest,
         # fp16 may edge out bf16 on a GPU; auto still prefers bf16 there (no loss scaling)
         "auto_is_fastest_or_bf16_on_gpu": auto.value == fastest

@@ -26,21 +26,31 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_vae():
-    """A small AutoencoderKL with SD's shape (3 downsamplings' worth scaled to 2, 4 latent channels)."""
+    """A small AutoencoderKL with SD's shape (3 downsamplings' worth scaled to 2, 4 latent
+    channels)."""
     from diffusers import AutoencoderKL
 
     torch.manual_seed(0)
-    return AutoencoderKL(block_out_channels=(32, 64, 64), layers_per_block=2,
-                         down_block_types=("DownEncoderBlock2D",) * 3,
-                         up_block_types=("UpDecoderBlock2D",) * 3, latent_channels=4,
-                         norm_num_groups=16, sample_size=64).eval().requires_grad_(False)
+    return (
+        AutoencoderKL(
+            block_out_channels=(32, 64, 64),
+            layers_per_block=2,
+            down_block_types=("DownEncoderBlock2D",) * 3,
+            up_block_types=("UpDecoderBlock2D",) * 3,
+            latent_channels=4,
+            norm_num_groups=16,
+            sample_size=64,
+        )
+        .eval()
+        .requires_grad_(False)
+    )
 
 
 def run_case(case: str, steps: int, batch: int, crop: int) -> dict:
     """One case, in this process: `steps` timed optimizer steps after one warm-up step."""
+    from linefuse.params import load_params
     from linefuse.train.embed import encode_pixels
     from linefuse.train.model import add_lora, build_unet, count_parameters, predict
-    from linefuse.params import load_params
 
     lora = load_params(REPO / "params.yaml").train.lora
     torch.manual_seed(0)
@@ -69,9 +79,12 @@ def run_case(case: str, steps: int, batch: int, crop: int) -> dict:
         step()
     elapsed = time.perf_counter() - started
     trainable_count, total = count_parameters(model)
-    return {"samples_per_s": round(steps * batch / elapsed, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "trainable_params": trainable_count, "total_params": total}
+    return {
+        "samples_per_s": round(steps * batch / elapsed, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "trainable_params": trainable_count,
+        "total_params": total,
+    }
 
 
 def data_wait_with_default_loader(steps: int) -> dict:
@@ -82,14 +95,18 @@ def data_wait_with_default_loader(steps: int) -> dict:
         params = yaml.safe_load((REPO / "params.yaml").read_text())
         params["pretrain"]["steps"] = steps
         Path("params.yaml").write_text(yaml.safe_dump(params))
-        commands = [["generate"], ["index"]] + [[stage, "--level", level]
-                                                for stage in ("shard", "embed")
-                                                for level in params["degrade"]["levels"]]
+        commands = [["generate"], ["index"]] + [
+            [stage, "--level", level]
+            for stage in ("shard", "embed")
+            for level in params["degrade"]["levels"]
+        ]
         for argv in commands + [["pretrain"]]:
             assert linefuse(argv) == 0, argv
         metrics = json.loads(Path("metrics/train/pretrain.json").read_text())
     return {key: round(metrics[key], 4) for key in ("data_wait_fraction", "samples_per_s")} | {
-        "steps": steps, "loader": params["loader"]}
+        "steps": steps,
+        "loader": params["loader"],
+    }
 
 
 def main() -> None:
@@ -106,21 +123,43 @@ def main() -> None:
 
     cases = {}
     for case in ("full", "lora", "latent_cached", "latent_vae_every_step"):
-        done = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(args.steps),
-                               "--batch", str(args.batch), "--crop", str(args.crop)],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--case",
+                case,
+                "--steps",
+                str(args.steps),
+                "--batch",
+                str(args.batch),
+                "--crop",
+                str(args.crop),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         cases[case] = json.loads(done.stdout.strip().splitlines()[-1])
         print(case, cases[case], flush=True)
     rate = {case: figures["samples_per_s"] for case, figures in cases.items()}
     report = {
-        "batch": args.batch, "crop": args.crop, "steps": args.steps, "cases": cases,
+        "batch": args.batch,
+        "crop": args.crop,
+        "steps": args.steps,
+        "cases": cases,
         "ratios": {
             "lora_vs_full_samples_per_s": round(rate["lora"] / rate["full"], 2),
-            "lora_vs_full_peak_rss": round(cases["lora"]["peak_rss_mb"] / cases["full"]["peak_rss_mb"], 2),
-            "cached_latents_vs_vae_every_step": round(rate["latent_cached"] / rate["latent_vae_every_step"], 2),
+            "lora_vs_full_peak_rss": round(
+                cases["lora"]["peak_rss_mb"] / cases["full"]["peak_rss_mb"], 2
+            ),
+            "cached_latents_vs_vae_every_step": round(
+                rate["latent_cached"] / rate["latent_vae_every_step"], 2
+            ),
         },
         "default_loader": data_wait_with_default_loader(steps=30),
-        "device": "cpu", "threads": torch.get_num_threads(),
+        "device": "cpu",
+        "threads": torch.get_num_threads(),
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -41,8 +41,11 @@ def run_cli(project: Path, *argv: str) -> int:
 
 def file_digests(folder: Path) -> dict[str, str]:
     """{relative path: sha256} of every file under folder."""
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def build_data(project: Path, params: dict, workers: int = 1) -> Path:

@@ -10,15 +10,24 @@ from PIL import Image
 from scipy.spatial import cKDTree
 
 from linefuse.data.charts import chart_rng, generate, make_spectrum, render_chart
-from conftest import ROOT
 from linefuse.params import ChartParams, load_params
+
+from conftest import ROOT
 
 
 def small(**overrides) -> ChartParams:
     """Tiny charts with every style switched on half the time, so the tests stay fast."""
     base = load_params(ROOT / "params.yaml").data.charts.model_dump()
-    base |= dict(count=4, width=96, height=64, points=128, axes_prob=0.5, grid_prob=0.5,
-                 labels_prob=0.5, paper_prob=0.5)
+    base |= dict(
+        count=4,
+        width=96,
+        height=64,
+        points=128,
+        axes_prob=0.5,
+        grid_prob=0.5,
+        labels_prob=0.5,
+        paper_prob=0.5,
+    )
     return ChartParams(**(base | overrides))
 
 
@@ -74,8 +83,9 @@ def test_csv_and_png_shapes(tmp_path):
 
 @pytest.mark.parametrize("index", range(3))
 def test_pure_line_is_the_bare_curve(tmp_path, index):
-    cfg = small(count=3, pure_line=True, axes_prob=1.0, grid_prob=1.0, labels_prob=1.0,
-                paper_prob=1.0)
+    cfg = small(
+        count=3, pure_line=True, axes_prob=1.0, grid_prob=1.0, labels_prob=1.0, paper_prob=1.0
+    )
     generate(cfg, tmp_path)
     image = np.asarray(Image.open(tmp_path / f"chart_{index:05d}.png")).astype(int)
     x, y = np.loadtxt(tmp_path / f"chart_{index:05d}.csv", delimiter=",", skiprows=1).T
@@ -97,7 +107,8 @@ def test_pure_line_is_the_bare_curve(tmp_path, index):
     dense_y = cfg.height - to_pixels(np.interp(t, np.arange(len(y)), y), cfg.height)
     rows, cols = np.nonzero(~white)
     distance, _ = cKDTree(np.column_stack([dense_x, dense_y])).query(
-        np.column_stack([cols + 0.5, rows + 0.5]))
+        np.column_stack([cols + 0.5, rows + 0.5])
+    )
     assert distance.max() < 2.5
 
     # The darkest pixel of each column follows the curve (y grows downward, hence the minus).

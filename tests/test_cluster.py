@@ -18,8 +18,12 @@ BIN = Path(sys.executable).parent
 
 def _dry_run(project: Path, *extra: str) -> dict[str, dict]:
     """{job name (rule@level): {"resources": {...}, "shell": str}} from a dry run's plan."""
-    done = subprocess.run([str(BIN / "snakemake"), "--profile", "workflow/profiles/slurm",
-                           "--dry-run", *extra], cwd=project, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "snakemake"), "--profile", "workflow/profiles/slurm", "--dry-run", *extra],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     jobs = {}
     for block in re.split(r"\n(?=rule \w+:)", done.stdout):
@@ -31,14 +35,20 @@ def _dry_run(project: Path, *extra: str) -> dict[str, dict]:
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs[rule[1] + (f"@{level[1]}" if level else "")] = {
             "resources": dict(pair.split("=", 1) for pair in resources[1].split(", ")),
-            "shell": shell[1] if shell else ""}
+            "shell": shell[1] if shell else "",
+        }
     return jobs
 
 
 @pytest.fixture
 def repo_copy(tmp_path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\n")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -59,9 +69,11 @@ def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
         assert resources["gpu"] == "1" and resources["slurm_partition"] == "gpu"
         assert resources["runtime"] == "120" and resources["mem_mb"] == "16000"
         assert jobs[name]["shell"].startswith(
-            "accelerate launch --config_file workflow/accelerate/local.yaml --num_processes 1 ")
+            "accelerate launch --config_file workflow/accelerate/local.yaml --num_processes 1 "
+        )
     assert jobs["train@hard"]["shell"].endswith(
-        "-m linefuse.cli train --level hard > logs/snakemake/train/hard.log 2>&1")
+        "-m linefuse.cli train --level hard > logs/snakemake/train/hard.log 2>&1"
+    )
     assert "gpu" not in jobs["evaluate"]["resources"]
     # each job writes its stdout and stderr to its own log: file, beside the DVC-declared logs/
     for name, job in jobs.items():
@@ -76,6 +88,7 @@ def test_process_count_from_params_reaches_the_launch_and_the_gpu_request(repo_c
     jobs = _dry_run(repo_copy)
     for name in ("pretrain", "train@easy", "train_domains"):
         assert jobs[name]["resources"]["gpu"] == "4"
-        assert ("--config_file workflow/accelerate/ddp.yaml --num_processes 4 "
-                in jobs[name]["shell"])
+        assert (
+            "--config_file workflow/accelerate/ddp.yaml --num_processes 4 " in jobs[name]["shell"]
+        )
     assert "gpu" not in jobs["shard@hard"]["resources"]

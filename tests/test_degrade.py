@@ -21,8 +21,10 @@ def _chart(h: int = 96, w: int = 128) -> np.ndarray:
     x = np.arange(w, dtype=float)
     rows = np.arange(h, dtype=float)[:, None]
     curves = [
-        (60 - 30 * np.exp(-((x - 40) / 8) ** 2) - 15 * np.exp(-((x - 90) / 5) ** 2),
-         (0.1, 0.2, 0.7)),
+        (
+            60 - 30 * np.exp(-(((x - 40) / 8) ** 2)) - 15 * np.exp(-(((x - 90) / 5) ** 2)),
+            (0.1, 0.2, 0.7),
+        ),
         (30 + 10 * np.sin(x / 12), (0.8, 0.1, 0.1)),
         (80 - 0.3 * x, (0.0, 0.0, 0.0)),
     ]
@@ -37,17 +39,29 @@ CHART = _chart()
 
 
 def _convolve(image: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    out = np.stack([ndimage.convolve(image[..., c].astype(float) / 255, kernel, mode="reflect")
-                    for c in range(3)], axis=-1)
+    out = np.stack(
+        [
+            ndimage.convolve(image[..., c].astype(float) / 255, kernel, mode="reflect")
+            for c in range(3)
+        ],
+        axis=-1,
+    )
     return np.clip(np.rint(out * 255), 0, 255)
 
 
 def test_item_rng_is_stable_and_keyed_by_every_part():
     assert item_rng(0, "img", "gaussian", "easy").integers(2**63) == 118066522174412994
-    first = [item_rng(seed, *parts).integers(2**63) for seed, parts in [
-        (0, ("img", "gaussian", "easy")), (1, ("img", "gaussian", "easy")),
-        (0, ("img2", "gaussian", "easy")), (0, ("img", "motion", "easy")),
-        (0, ("img", "gaussian", "hard")), (0, ("imggaussian", "easy"))]]
+    first = [
+        item_rng(seed, *parts).integers(2**63)
+        for seed, parts in [
+            (0, ("img", "gaussian", "easy")),
+            (1, ("img", "gaussian", "easy")),
+            (0, ("img2", "gaussian", "easy")),
+            (0, ("img", "motion", "easy")),
+            (0, ("img", "gaussian", "hard")),
+            (0, ("imggaussian", "easy")),
+        ]
+    ]
     assert len(set(first)) == len(first)
 
 
@@ -67,9 +81,14 @@ def test_psnr_falls_from_easy_to_hard(domain):
     # The same six generator seeds at every level, so levels are compared at matched draws.
     means = []
     for level in LEVELS:
-        scores = [peak_signal_noise_ratio(
-            CHART, degrade(CHART, domain, PARAMS.level(domain, level), np.random.default_rng(i))[0],
-            data_range=255) for i in range(6)]
+        scores = [
+            peak_signal_noise_ratio(
+                CHART,
+                degrade(CHART, domain, PARAMS.level(domain, level), np.random.default_rng(i))[0],
+                data_range=255,
+            )
+            for i in range(6)
+        ]
         means.append(np.mean(scores))
     assert means[0] > means[1] > means[2], means
 
@@ -112,7 +131,7 @@ def test_motion_kernel_follows_length_and_angle():
     centre = horizontal.shape[0] // 2
     assert horizontal[centre].sum() == pytest.approx(1.0)
     assert vertical[:, centre].sum() == pytest.approx(1.0)
-    assert np.allclose(horizontal, horizontal[::-1, ::-1])     # centred: blurring does not shift
+    assert np.allclose(horizontal, horizontal[::-1, ::-1])  # centred: blurring does not shift
     rising = blur_kernel("motion", {"length": 9, "angle": 45.0})
     assert rising[0, -1] + rising[1, -2] > 0 and rising[0, 0] == 0  # up-right, rows grow down
 

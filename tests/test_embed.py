@@ -15,19 +15,20 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import file_digests, tiny_params
+from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.data.readers import LmdbPairs, read_manifest
+from linefuse.data.shards import Pair, _LevelWriter
+from linefuse.data.transforms import normalise
+from linefuse.params import parse_params
+from linefuse.stage import UserError
 from linefuse.train.embed import (
     EmbeddedPairs,
     embed_level,
     encode_pixels,
     load_vae,
 )
-from linefuse.data.transforms import normalise
-from linefuse.params import parse_params
-from linefuse.data.readers import LmdbPairs, read_manifest
-from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
-from linefuse.data.shards import Pair, _LevelWriter
-from linefuse.stage import UserError
+
+from conftest import file_digests, tiny_params
 
 LEVEL = "easy"
 FP16_ATOL = 1e-3  # float16 rounds a value in [-1, 1] by at most 2**-12 (~2.4e-4)
@@ -77,7 +78,11 @@ def test_pixel_mode_layout_and_counts(tiny_project, pixel_runs):
     out, _, metrics = pixel_runs
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(p.name for p in out.iterdir()) == [
-        "manifest.json", "prompts.safetensors", "train.safetensors", "val.safetensors"]
+        "manifest.json",
+        "prompts.safetensors",
+        "train.safetensors",
+        "val.safetensors",
+    ]
     assert manifest["mode"] == "pixel" and manifest["dtype"] == "float16"
     assert manifest["channels"] == 3 and manifest["scaling_factor"] == 1.0
     assert manifest["vae"] is None and manifest["text_encoder"] is None
@@ -110,8 +115,10 @@ def test_pixel_values_are_normalised_pairs(tiny_project, pixel_runs):
             expected = torch.from_numpy(pixels.astype(np.float32) / 127.5 - 1.0).permute(0, 3, 1, 2)
             assert torch.allclose(tensors[name].float(), expected, atol=FP16_ATOL, rtol=0)
     # the helper is the same transform, in float32
-    assert torch.allclose(normalise(torch.from_numpy(blurred)),
-                          torch.from_numpy(blurred.astype(np.float32) / 127.5 - 1.0).permute(0, 3, 1, 2))
+    assert torch.allclose(
+        normalise(torch.from_numpy(blurred)),
+        torch.from_numpy(blurred.astype(np.float32) / 127.5 - 1.0).permute(0, 3, 1, 2),
+    )
 
 
 def test_pixel_prompt_table_is_one_null_embedding(pixel_runs):
@@ -164,8 +171,15 @@ def fake_level(folder: Path, shapes: dict[str, list[tuple[int, int]]]) -> Path:
     for split, sizes in shapes.items():
         for n, (h, w) in enumerate(sizes):
             key = f"{split}{n:03d}_gaussian_000"
-            meta = {"key": key, "image_id": f"{split}{n:03d}", "domain": "gaussian",
-                    "level": LEVEL, "split": split, "patch": 0, "params": {}}
+            meta = {
+                "key": key,
+                "image_id": f"{split}{n:03d}",
+                "domain": "gaussian",
+                "level": LEVEL,
+                "split": split,
+                "patch": 0,
+                "params": {},
+            }
             sharp = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
             writer.add(Pair(key, meta, 255 - sharp, sharp))
     writer.close().write_parquet(folder / SHARD_MANIFEST)
@@ -173,16 +187,16 @@ def fake_level(folder: Path, shapes: dict[str, list[tuple[int, int]]]) -> Path:
 
 
 def test_split_with_mixed_sizes_is_skipped_with_a_warning(tmp_path, caplog):
-    shards = fake_level(tmp_path / "level", {"train": [(16, 16)] * 3,
-                                             "val": [(16, 24), (24, 16)]})
+    shards = fake_level(tmp_path / "level", {"train": [(16, 16)] * 3, "val": [(16, 24), (24, 16)]})
     raw = tiny_params()
     raw["embed"]["splits"] = ["train", "val", "test"]
     raw["embed"]["batch_size"] = 2
     out = tmp_path / "out"
     out.mkdir()
     with caplog.at_level(logging.WARNING, logger="linefuse"):
-        metrics = embed_level(parse_params(raw, "test"), LEVEL, shards,
-                              tmp_path / "unused.parquet", out)
+        metrics = embed_level(
+            parse_params(raw, "test"), LEVEL, shards, tmp_path / "unused.parquet", out
+        )
     assert any(r.levelno == logging.WARNING and "val" in r.getMessage() for r in caplog.records)
     manifest = json.loads((out / "manifest.json").read_text())
     assert list(manifest["splits"]) == ["train"]  # val skipped, test has no samples
@@ -202,11 +216,18 @@ def tiny_vae_dir(tmp_path_factory) -> Path:
     from diffusers import AutoencoderKL
 
     torch.manual_seed(0)
-    vae = AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16),
-                        down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, layers_per_block=1,
-                        latent_channels=4, norm_num_groups=4, sample_size=32,
-                        scaling_factor=SCALING)
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(8, 16),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        layers_per_block=1,
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=32,
+        scaling_factor=SCALING,
+    )
     folder = tmp_path_factory.mktemp("models") / "vae"
     vae.save_pretrained(folder)
     return folder
@@ -282,17 +303,31 @@ def write_tiny_sd_text_encoder(folder: Path, hidden_size: int = 32) -> Path:
     source.mkdir(parents=True)
     (source / "vocab.json").write_text(json.dumps(vocab))
     (source / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    tokenizer = CLIPTokenizer(vocab=str(source / "vocab.json"), merges=str(source / "merges.txt"),
-                              model_max_length=MAX_LENGTH)
+    tokenizer = CLIPTokenizer(
+        vocab=str(source / "vocab.json"),
+        merges=str(source / "merges.txt"),
+        model_max_length=MAX_LENGTH,
+    )
     assert tokenizer.convert_ids_to_tokens(tokenizer("a line")["input_ids"]) == [
-        "<|startoftext|>", "a</w>", "line</w>", "<|endoftext|>"]
+        "<|startoftext|>",
+        "a</w>",
+        "line</w>",
+        "<|endoftext|>",
+    ]
     tokenizer.save_pretrained(folder / "tokenizer")
 
     torch.manual_seed(0)
-    config = CLIPTextConfig(vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=37,
-                            num_hidden_layers=2, num_attention_heads=4,
-                            max_position_embeddings=MAX_LENGTH, bos_token_id=0, eos_token_id=1,
-                            pad_token_id=1)
+    config = CLIPTextConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=MAX_LENGTH,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+    )
     CLIPTextModel(config).save_pretrained(folder / "text_encoder")
     return folder
 
@@ -302,8 +337,13 @@ def reference_embedding(folder: Path, prompt: str) -> torch.Tensor:
 
     tokenizer = CLIPTokenizer.from_pretrained(folder / "tokenizer")
     encoder = CLIPTextModel.from_pretrained(folder / "text_encoder").eval()
-    ids = tokenizer(prompt, padding="max_length", max_length=tokenizer.model_max_length,
-                    truncation=True, return_tensors="pt").input_ids
+    ids = tokenizer(
+        prompt,
+        padding="max_length",
+        max_length=tokenizer.model_max_length,
+        truncation=True,
+        return_tensors="pt",
+    ).input_ids
     with torch.no_grad():
         return encoder(ids).last_hidden_state[0]
 
@@ -316,8 +356,12 @@ def test_text_encoder_prompt_table(tiny_project, tmp_path, monkeypatch, one_thre
     train_ids = read_manifest(level_dir(tiny_project), "train")["image_id"].unique().sort()
     val_ids = read_manifest(level_dir(tiny_project), "val")["image_id"].unique().sort()
     assert len(train_ids) >= 4 and len(val_ids) >= 1
-    chosen = {train_ids[0]: PROMPT_A, train_ids[1]: PROMPT_B, train_ids[2]: PROMPT_A,
-              val_ids[0]: PROMPT_B}
+    chosen = {
+        train_ids[0]: PROMPT_A,
+        train_ids[1]: PROMPT_B,
+        train_ids[2]: PROMPT_A,
+        val_ids[0]: PROMPT_B,
+    }
     index = pl.read_parquet(index_path(tiny_project))
     index = index.with_columns(pl.col("id").replace_strict(chosen, default="").alias("prompt"))
     index.write_parquet(tmp_path / "images.parquet")
@@ -349,14 +393,16 @@ def test_text_encoder_prompt_table(tiny_project, tmp_path, monkeypatch, one_thre
     # one table for every level: another level's run writes the same prompts file
     medium = tmp_path / "medium"
     medium.mkdir()
-    embed_level(params, "medium", level_dir(tiny_project, "medium"), tmp_path / "images.parquet",
-                medium)
+    embed_level(
+        params, "medium", level_dir(tiny_project, "medium"), tmp_path / "images.parquet", medium
+    )
     assert file_digests(medium)["prompts.safetensors"] == file_digests(out)["prompts.safetensors"]
 
     for split in ("train", "val"):
         dataset = EmbeddedPairs(out, split)
-        image_of = dict(read_manifest(level_dir(tiny_project), split)
-                        .select("key", "image_id").iter_rows())
+        image_of = dict(
+            read_manifest(level_dir(tiny_project), split).select("key", "image_id").iter_rows()
+        )
         seen = set()
         for i, key in enumerate(dataset.keys):
             expected = chosen.get(image_of[key], "")

@@ -50,8 +50,14 @@ print(json.dumps(stages))
 
 
 def snakemake_declarations(project: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", SNAKEMAKE_DECLARATIONS, json.dumps(list(LEVELS))],
-                         cwd=project, env=ENV, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SNAKEMAKE_DECLARATIONS, json.dumps(list(LEVELS))],
+        cwd=project,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -64,7 +70,9 @@ def dvc_declarations(project: Path) -> dict:
             params = [key for dep in stage.deps if hasattr(dep, "params") for key in dep.params]
             stages[stage.addressing] = {
                 "cmd": stage.cmd,
-                "deps": sorted(str(dep.def_path) for dep in stage.deps if not hasattr(dep, "params")),
+                "deps": sorted(
+                    str(dep.def_path) for dep in stage.deps if not hasattr(dep, "params")
+                ),
                 "outs": sorted(str(out.def_path) for out in stage.outs),
                 "params": sorted(params),
             }
@@ -87,15 +95,21 @@ def test_both_engines_declare_the_same_stages():
         assert len(log) == 1 and log[0].startswith("logs/snakemake/"), (name, log)
         assert not any(log[0] == out or log[0].startswith(f"{out}/") for out in dvc_outs), name
         assert declared["cmd"].endswith(LOG_REDIRECT), (name, declared["cmd"])
-        declared["cmd"] = (declared["cmd"].removesuffix(LOG_REDIRECT)
-                           .replace(" --workers {threads}", ""))
+        declared["cmd"] = (
+            declared["cmd"].removesuffix(LOG_REDIRECT).replace(" --workers {threads}", "")
+        )
         logs += log
     assert len(set(logs)) == len(logs), logs  # one log file per job
     assert from_snakemake == from_dvc
-    assert set(from_snakemake) == {"generate", "index", "pretrain", "train_domains", "evaluate",
-                                   "report",
-                                   *(f"{name}@{level}" for name in ("shard", "embed", "train")
-                                     for level in LEVELS)}
+    assert set(from_snakemake) == {
+        "generate",
+        "index",
+        "pretrain",
+        "train_domains",
+        "evaluate",
+        "report",
+        *(f"{name}@{level}" for name in ("shard", "embed", "train") for level in LEVELS),
+    }
 
 
 # Snakemake's lint asks every rule for a conda env or a container. Here each job runs the
@@ -107,8 +121,9 @@ ACCEPTED_LINT = "Specify a conda environment or container for each rule."
 
 
 def test_snakemake_lint_finds_nothing_else():
-    done = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=ENV, capture_output=True, text=True
+    )
     said = done.stdout + done.stderr
     findings = re.findall(r"^    \* (.+?):?$", said, flags=re.MULTILINE)
     rules = re.findall(r"^Lints for rule (\w+)", said, flags=re.MULTILINE)
@@ -123,9 +138,18 @@ def _paths_module_paths() -> set[str]:
 
     known = {value.as_posix() for value in vars(paths).values() if isinstance(value, Path)}
     for level in LEVELS:
-        known |= {f(level).as_posix() for f in (paths.shards, paths.shard_metrics, paths.embeddings,
-                                                paths.embed_metrics, paths.adapter,
-                                                paths.train_metrics, paths.train_logs)}
+        known |= {
+            f(level).as_posix()
+            for f in (
+                paths.shards,
+                paths.shard_metrics,
+                paths.embeddings,
+                paths.embed_metrics,
+                paths.adapter,
+                paths.train_metrics,
+                paths.train_logs,
+            )
+        }
     for name in ("pretrain", "domains"):
         known |= {paths.train_metrics(name).as_posix(), paths.train_logs(name).as_posix()}
     return known
@@ -135,23 +159,41 @@ def test_every_declared_path_is_one_of_linefuse_paths():
     """dvc.yaml (and so the Snakefile, held to it above) spells the paths the code defines once
     in linefuse.paths: code, configs and params aside, every input and output is one of them."""
     known = _paths_module_paths()
-    declared = {path for stage in dvc_declarations(ROOT).values()
-                for path in stage["deps"] + stage["outs"]}
-    stray = sorted(path for path in declared
-                   if not path.startswith(("src/", "workflow/")) and path not in known)
+    declared = {
+        path for stage in dvc_declarations(ROOT).values() for path in stage["deps"] + stage["outs"]
+    }
+    stray = sorted(
+        path
+        for path in declared
+        if not path.startswith(("src/", "workflow/")) and path not in known
+    )
     assert not stray, stray
     assert {"data/index/images.parquet", "models/lora/hard", "metrics/eval.json"} <= known
 
 
-RUN_OUTPUTS = ("data/", "models/", "logs/", "metrics/", "plots/", "reports/", "dvc_plots/",
-               "dvc.lock")
+RUN_OUTPUTS = (
+    "data/",
+    "models/",
+    "logs/",
+    "metrics/",
+    "plots/",
+    "reports/",
+    "dvc_plots/",
+    "dvc.lock",
+)
 
 
 def make_project(where: Path, params: dict) -> Path:
     """A temporary copy of the repo (git init + the .dvc), on tiny params: its tracked files and
-    new ones git does not ignore (a stage not committed yet), less what a pipeline run there wrote."""
-    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    new ones git does not ignore (a stage not committed yet), less what a pipeline run there
+    wrote."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in (n for n in tracked if (ROOT / n).is_file() and not n.startswith(RUN_OUTPUTS)):
         (where / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, where / name)
@@ -173,20 +215,37 @@ def outputs(project: Path) -> dict[str, str]:
     """Digests of the data and model outputs and the data metrics, less the engines' own files
     (Snakemake's directory markers, .dvcignore'd; DVC's .gitignore entries); embed and training
     metrics and logs hold timings, so they are left out."""
-    found = {**file_digests(project / "data"), **file_digests(project / "models"),
-             **{f"metrics/{k}": v for k, v in file_digests(project / "metrics").items()
-                if k.startswith(("index", "shard/"))}}
-    return {name: digest for name, digest in found.items()
-            if not name.endswith((".snakemake_timestamp", ".gitignore"))}
+    found = {
+        **file_digests(project / "data"),
+        **file_digests(project / "models"),
+        **{
+            f"metrics/{k}": v
+            for k, v in file_digests(project / "metrics").items()
+            if k.startswith(("index", "shard/"))
+        },
+    }
+    return {
+        name: digest
+        for name, digest in found.items()
+        if not name.endswith((".snakemake_timestamp", ".gitignore"))
+    }
 
 
 def ran_dvc_stages(log: str) -> list[str]:
     return re.findall(r"Running stage '([^']+)'", log)
 
 
-ALL_STAGES = ["generate", "index", *(f"shard@{level}" for level in LEVELS),
-              *(f"embed@{level}" for level in LEVELS), "pretrain",
-              *(f"train@{level}" for level in LEVELS), "train_domains", "evaluate", "report"]
+ALL_STAGES = [
+    "generate",
+    "index",
+    *(f"shard@{level}" for level in LEVELS),
+    *(f"embed@{level}" for level in LEVELS),
+    "pretrain",
+    *(f"train@{level}" for level in LEVELS),
+    "train_domains",
+    "evaluate",
+    "report",
+]
 
 
 def dry_run_dvc(project: Path) -> list[str]:
@@ -195,21 +254,30 @@ def dry_run_dvc(project: Path) -> list[str]:
 
 def dry_run_snakemake(project: Path) -> list[str]:
     log = run(project, "snakemake", "--cores", "2", "--dry-run")
-    jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M)
-    plain = [name for name in re.findall(r"^(?:local)?rule (\w+):", log, re.M)
-             if name in ("generate", "index", "pretrain", "train_domains", "evaluate", "report")]
+    jobs = re.findall(
+        r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M
+    )
+    plain = [
+        name
+        for name in re.findall(r"^(?:local)?rule (\w+):", log, re.M)
+        if name in ("generate", "index", "pretrain", "train_domains", "evaluate", "report")
+    ]
     return sorted([f"{name}@{level}" for name, level in jobs] + plain)
 
 
 @pytest.mark.engines
-def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(engine_builds,
-                                                                               tmp_path):
+def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
+    engine_builds, tmp_path
+):
     params = tiny_params()
     by_dvc, by_snakemake = (copy_project(built, tmp_path / built.name) for built in engine_builds)
     built = outputs(by_dvc)
     assert built == outputs(by_snakemake)
     # two clean runs on the CPU, identical metrics too (less the timings)
-    scores = [json.loads((project / "metrics/eval.json").read_text()) for project in (by_dvc, by_snakemake)]
+    scores = [
+        json.loads((project / "metrics/eval.json").read_text())
+        for project in (by_dvc, by_snakemake)
+    ]
     for score in scores:  # timings
         del score["latency_ms_per_image"], score["few_step"]["speedup"]
     assert scores[0] == scores[1] and scores[0]["psnr"]
@@ -229,8 +297,12 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(e
     assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard", "evaluate", "report"]
     log = run(by_snakemake, "snakemake", "--cores", "2")
     assert re.findall(r"^\s*wildcards: level=(\w+)", log, re.M) == ["hard"]
-    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == ["all", "evaluate", "report",
-                                                                      "train"]
+    assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == [
+        "all",
+        "evaluate",
+        "report",
+        "train",
+    ]
     rebuilt = outputs(by_dvc)
     assert rebuilt == outputs(by_snakemake)
     changed = {name for name in built if built[name] != rebuilt.get(name)}
@@ -243,5 +315,13 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(e
     # decides on what follows once its output has changed; Snakemake plans that downstream up front.
     assert dry_run_dvc(by_dvc) == ["report", "shard@hard"]
     assert dry_run_snakemake(by_snakemake) == [
-        "embed@hard", "evaluate", "pretrain", "report", "shard@hard", "train@easy", "train@hard",
-        "train@medium", "train_domains"]
+        "embed@hard",
+        "evaluate",
+        "pretrain",
+        "report",
+        "shard@hard",
+        "train@easy",
+        "train@hard",
+        "train@medium",
+        "train_domains",
+    ]

@@ -1,4 +1,5 @@
-"""evaluate, restore and serve: metrics that agree with scikit-image, a model that beats its input."""
+"""evaluate, restore and serve: metrics that agree with scikit-image, a model that beats its
+input."""
 
 from __future__ import annotations
 
@@ -16,22 +17,22 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 from skimage.color import rgb2ycbcr
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-import torch
-from conftest import LEVELS, file_digests, run_cli, tiny_params, write_params
+from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
-from linefuse.params import DOMAINS, MetricParams
-from linefuse.data.readers import LmdbPairs
-from linefuse.params import load_params
+from linefuse.params import DOMAINS, MetricParams, load_params
 from linefuse.serve.restorer import Restorer
 from linefuse.stage import UserError
 from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.model import load_null_prompt
+
+from conftest import LEVELS, file_digests, run_cli, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -48,15 +49,26 @@ def test_psnr_and_ssim_agree_with_scikit_image():
     test, reference = _noisy_pair()
     rgb = MetricParams(color="rgb", crop_border=0)
     assert abs(psnr(test, reference, rgb) - peak_signal_noise_ratio(reference, test)) < 1e-3
-    expected = structural_similarity(reference, test, channel_axis=2, data_range=255,
-                                     gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
+    expected = structural_similarity(
+        reference,
+        test,
+        channel_axis=2,
+        data_range=255,
+        gaussian_weights=True,
+        sigma=1.5,
+        use_sample_covariance=False,
+    )
     assert abs(ssim(test, reference, rgb) - expected) < 1e-4
 
     y = MetricParams(color="y", crop_border=4)
     y_ref, y_test = (rgb2ycbcr(image)[4:-4, 4:-4, 0] for image in (reference, test))
-    assert abs(psnr(test, reference, y) - peak_signal_noise_ratio(y_ref, y_test, data_range=255)) < 1e-3
-    expected = structural_similarity(y_ref, y_test, data_range=255, gaussian_weights=True,
-                                     sigma=1.5, use_sample_covariance=False)
+    assert (
+        abs(psnr(test, reference, y) - peak_signal_noise_ratio(y_ref, y_test, data_range=255))
+        < 1e-3
+    )
+    expected = structural_similarity(
+        y_ref, y_test, data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False
+    )
     assert abs(ssim(test, reference, y) - expected) < 1e-4
 
 
@@ -80,7 +92,7 @@ def test_baselines_improve_over_the_input_on_gaussian_easy(tiny_project):
 def test_chart_errors_see_a_moved_peak():
     sharp = np.full((60, 80, 3), 255, np.uint8)
     columns = np.arange(80)
-    heights = (50 - 40 * np.exp(-((columns - 30) / 4.0) ** 2)).astype(int)
+    heights = (50 - 40 * np.exp(-(((columns - 30) / 4.0) ** 2))).astype(int)
     sharp[heights, columns] = 0
     assert chart_errors(sharp, sharp) == {"peak_position_error_px": 0.0, "integral_error": 0.0}
     moved = np.roll(sharp, 6, axis=1)
@@ -106,7 +118,11 @@ def test_eval_json_has_the_shape_dvc_shows(evaluated):
             assert set(by_level) == set(LEVELS)
             for cell in by_level.values():
                 kernel = domain not in ("compression", "lowres")
-                expected = {"input", "unsharp"} | models | ({"wiener", "richardson_lucy"} if kernel else set())
+                expected = (
+                    {"input", "unsharp"}
+                    | models
+                    | ({"wiener", "richardson_lucy"} if kernel else set())
+                )
                 assert set(cell) == expected
                 assert all(isinstance(v, float) for v in cell.values())
     assert set(report["latency_ms_per_image"]) == {f"s{n}" for n in steps}
@@ -117,10 +133,14 @@ def test_eval_json_has_the_shape_dvc_shows(evaluated):
         assert (evaluated / "plots" / name).read_text().count("\n") > 3
     scan_cells = report["psnr"]["scan"].values()
     assert report["psnr_by_domain_s25"]["scan"] == pytest.approx(
-        np.mean([cell["model_s25"] for cell in scan_cells]), abs=1e-3)
+        np.mean([cell["model_s25"] for cell in scan_cells]), abs=1e-3
+    )
     few = report["few_step"]
-    shortfalls = [cell[f"model_s{most}"] - cell["model_s4"]
-                  for by_level in report["psnr"].values() for cell in by_level.values()]
+    shortfalls = [
+        cell[f"model_s{most}"] - cell["model_s4"]
+        for by_level in report["psnr"].values()
+        for cell in by_level.values()
+    ]
     assert (few["steps"], few["reference_steps"]) == (4, most)
     assert few["psnr_shortfall_db"] == pytest.approx(np.mean(shortfalls), abs=1e-3)
     assert few["max_cell_shortfall_db"] == pytest.approx(max(shortfalls), abs=1e-3)
@@ -136,8 +156,11 @@ def test_the_tiny_trained_model_beats_its_input(evaluated):
     gain here; 40 pretrain steps gave only +0.07 to +0.6 dB."""
     report = json.loads((evaluated / "metrics/eval.json").read_text())
     for steps in tiny_params()["eval"]["steps"]:
-        gains = [cell[f"model_s{steps}"] - cell["input"]
-                 for by_level in report["psnr"].values() for cell in by_level.values()]
+        gains = [
+            cell[f"model_s{steps}"] - cell["input"]
+            for by_level in report["psnr"].values()
+            for cell in by_level.values()
+        ]
         assert np.mean(gains) > 0.5, (steps, gains)
 
 
@@ -149,8 +172,17 @@ def test_restore_cli_restores_any_size_and_skips_bad_files(trained_project, tmp_
     Image.fromarray(odd[:20, :33]).save(inputs / "sub" / "small.jpg")
     (inputs / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
     out = tmp_path / "out"
-    code = run_cli(trained_project, "restore", str(inputs), "--adapter",
-                   str(trained_project / "models/lora/hard"), "--steps", "2", "--out", str(out))
+    code = run_cli(
+        trained_project,
+        "restore",
+        str(inputs),
+        "--adapter",
+        str(trained_project / "models/lora/hard"),
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+    )
     assert code == 0
     assert Image.open(out / "odd.png").size == (50, 37)
     assert Image.open(out / "sub" / "small.png").size == (33, 20)
@@ -171,13 +203,29 @@ def test_restore_needs_only_models_and_the_null_prompt_saved_with_them(trained_p
     """The base carries the empty prompt's embedding that training used, so a folder without
     data/ restores the same bytes; the default adapter is the last curriculum level's."""
     saved = load_null_prompt(trained_project / "models/base")
-    assert torch.equal(saved, EmbeddedPairs(trained_project / "data/embeddings/easy",
-                                            "train").null_prompt())
+    assert torch.equal(
+        saved, EmbeddedPairs(trained_project / "data/embeddings/easy", "train").null_prompt()
+    )
     source = sorted((trained_project / "data/source").glob("*.png"))[0]
-    assert run_cli(trained_project, "restore", str(source), "--adapter", "models/lora/hard",
-                   "--steps", "2", "--out", str(tmp_path / "full")) == 0
+    assert (
+        run_cli(
+            trained_project,
+            "restore",
+            str(source),
+            "--adapter",
+            "models/lora/hard",
+            "--steps",
+            "2",
+            "--out",
+            str(tmp_path / "full"),
+        )
+        == 0
+    )
     bare = _models_only(trained_project, tmp_path / "bare")
-    assert run_cli(bare, "restore", str(source), "--steps", "2", "--out", str(tmp_path / "bare_out")) == 0
+    assert (
+        run_cli(bare, "restore", str(source), "--steps", "2", "--out", str(tmp_path / "bare_out"))
+        == 0
+    )
     assert file_digests(tmp_path / "full") == file_digests(tmp_path / "bare_out")
 
     (bare / "models/base/null_prompt.safetensors").unlink()
@@ -198,8 +246,13 @@ def server(trained_project, tmp_path_factory):
     params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10)
     write_params(project, params)
     port = _free_port()
-    process = subprocess.Popen(["linefuse", "serve", "--port", str(port)], cwd=project, env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        ["linefuse", "serve", "--port", str(port)],
+        cwd=project,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -229,14 +282,22 @@ def test_http_service_restores_and_refuses_bad_requests(server):
 
     image = np.full((40, 56, 3), 255, np.uint8)
     image[20, :] = 0
-    answer = httpx.post(f"{server}/restore", params={"steps": 2, "adapter": "easy"},
-                        files={"file": ("chart.png", _png(image), "image/png")}, timeout=60)
+    answer = httpx.post(
+        f"{server}/restore",
+        params={"steps": 2, "adapter": "easy"},
+        files={"file": ("chart.png", _png(image), "image/png")},
+        timeout=60,
+    )
     assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
     assert Image.open(io.BytesIO(answer.content)).size == (56, 40)
 
     def post(payload: bytes, **query) -> httpx.Response:
-        return httpx.post(f"{server}/restore", params=query, timeout=60,
-                          files={"file": ("x.png", payload, "image/png")})
+        return httpx.post(
+            f"{server}/restore",
+            params=query,
+            timeout=60,
+            files={"file": ("x.png", payload, "image/png")},
+        )
 
     assert post(b"plain text, not an image").status_code == 422
     assert post(_png(image), steps=0).status_code == 422
@@ -249,7 +310,8 @@ def test_http_service_restores_and_refuses_bad_requests(server):
 
 
 def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, tmp_path):
-    """Each domain's own adapter on its cells (model_domain_sN), the merge on all (model_combined_sN)."""
+    """Each domain's own adapter on its cells (model_domain_sN), the merge on all
+    (model_combined_sN)."""
     project = tmp_path / "project"
     shutil.copytree(trained_project, project, symlinks=True)
     params = tiny_params()

@@ -1,4 +1,5 @@
-"""Disk full and read-only outputs: one line naming the cause and the fix, earlier outputs intact."""
+"""Disk full and read-only outputs: one line naming the cause and the fix, earlier outputs
+intact."""
 
 from __future__ import annotations
 
@@ -52,11 +53,19 @@ def test_disk_full_is_one_line_and_keeps_the_outputs(trained_project, tmp_path, 
     def limit_file_size():
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
 
-    done = subprocess.run(["linefuse", *command], cwd=project, env=ENV, capture_output=True,
-                          text=True, preexec_fn=limit_file_size)
+    done = subprocess.run(
+        ["linefuse", *command],
+        cwd=project,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit_file_size,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     errors = _error_lines(done.stderr)
-    assert len(errors) == 1 and "cannot write" in errors[0] and "File too large" in errors[0], errors
+    assert len(errors) == 1 and "cannot write" in errors[0] and "File too large" in errors[0], (
+        errors
+    )
     assert "free space" in errors[0]
     assert _digests(project, folders) == before
 
@@ -64,25 +73,39 @@ def test_disk_full_is_one_line_and_keeps_the_outputs(trained_project, tmp_path, 
 def _can_mount_read_only(tmp_path: Path) -> bool:
     probe = tmp_path / "probe"
     probe.mkdir()
-    done = subprocess.run(["unshare", "-rm", "sh", "-c",
-                           f"mount --bind {probe} {probe} && mount -o remount,bind,ro {probe}"],
-                          capture_output=True)
+    done = subprocess.run(
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            f"mount --bind {probe} {probe} && mount -o remount,bind,ro {probe}",
+        ],
+        capture_output=True,
+    )
     return done.returncode == 0
 
 
 @pytest.mark.parametrize("stage", ["shard", "train"])
-def test_read_only_output_folder_is_one_line_and_keeps_the_outputs(trained_project, tmp_path, stage):
+def test_read_only_output_folder_is_one_line_and_keeps_the_outputs(
+    trained_project, tmp_path, stage
+):
     """The stage's output folder bind-mounted read-only (in a private mount namespace)."""
     if shutil.which("unshare") is None or not _can_mount_read_only(tmp_path):
-        pytest.skip("needs `unshare -rm` (unprivileged user and mount namespaces) to mount read-only")
+        pytest.skip(
+            "needs `unshare -rm` (unprivileged user and mount namespaces) to mount read-only"
+        )
     command, folders = STAGES[stage]
     project = _project(trained_project, tmp_path)
     before = _digests(project, folders)
     frozen = project / folders[0]
-    script = (f"mount --bind {frozen} {frozen} && mount -o remount,bind,ro {frozen} && "
-              f"exec linefuse {' '.join(command)}")
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=project, env=ENV,
-                          capture_output=True, text=True)
+    script = (
+        f"mount --bind {frozen} {frozen} && mount -o remount,bind,ro {frozen} && "
+        f"exec linefuse {' '.join(command)}"
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], cwd=project, env=ENV, capture_output=True, text=True
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     errors = _error_lines(done.stderr)
     assert len(errors) == 1 and "Read-only file system" in errors[0], errors

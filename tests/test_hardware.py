@@ -88,7 +88,9 @@ def test_auto_on_gpus_bf16_where_supported_else_fp16(gpu):
 
 def test_device_auto_takes_a_gpu_when_there_is_one(cpu, gpu):
     cpu(AVX2_ONLY, "AMD EPYC")
-    assert choose_device("auto") == hardware.Choice("cpu", "auto: no CUDA GPU visible; CPU AMD EPYC")
+    assert choose_device("auto") == hardware.Choice(
+        "cpu", "auto: no CUDA GPU visible; CPU AMD EPYC"
+    )
     assert choose_device("cpu").value == "cpu"
     with pytest.raises(UserError, match="--device: cuda, but no CUDA GPU is visible"):
         choose_device("cuda", "--device")
@@ -118,17 +120,34 @@ def test_stages_record_the_choice(trained_project):
         assert (metrics["device"], metrics["device_reason"]) == (device.value, device.reason)
     for name in ("pretrain", "easy", "medium", "hard"):
         metrics = json.loads((trained_project / f"metrics/train/{name}.json").read_text())
-        assert (metrics["precision"], metrics["precision_reason"]) == (expected.value, expected.reason)
+        assert (metrics["precision"], metrics["precision_reason"]) == (
+            expected.value,
+            expected.reason,
+        )
         assert (metrics["device"], metrics["device_reason"]) == (device.value, device.reason)
 
 
 def test_restore_device_flag_without_a_gpu_is_one_line(trained_project, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    done = subprocess.run([sys.executable, "-m", "linefuse.cli", "restore", "data/source", "--device", "cuda", "--out",
-                           str(tmp_path / "out")], cwd=trained_project, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "linefuse.cli",
+            "restore",
+            "data/source",
+            "--device",
+            "cuda",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=trained_project,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "linefuse: error: --device: cuda, but no CUDA GPU is visible; use auto or cpu")
+        "linefuse: error: --device: cuda, but no CUDA GPU is visible; use auto or cpu"
+    )
     assert not (tmp_path / "out").exists()

@@ -6,9 +6,10 @@ import json
 
 import polars as pl
 
-from conftest import LEVELS, run_cli, tiny_params, write_params
 from linefuse.train.embed import EmbeddedPairs
 from test_index import KEPT, make_hostile_folder
+
+from conftest import LEVELS, run_cli, tiny_params, write_params
 
 
 def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
@@ -21,23 +22,26 @@ def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
     params["eval"].update(steps=[1], max_samples=1)
     write_params(tmp_path, params)
 
-    commands = [["index"]] + [[stage, "--level", level] for stage in ("shard", "embed")
-                              for level in LEVELS]
+    commands = [["index"]] + [
+        [stage, "--level", level] for stage in ("shard", "embed") for level in LEVELS
+    ]
     commands += [["pretrain"]] + [["train", "--level", level] for level in LEVELS]
     commands += [["train-domains"], ["evaluate"]]
     for command in commands:
         assert run_cli(tmp_path, *command) == 0, command
 
     rejects = pl.read_parquet(tmp_path / "data/index/rejects.parquet")
-    assert dict(zip(rejects["path"], rejects["reason"])) == expected_rejects
+    assert dict(zip(rejects["path"], rejects["reason"], strict=True)) == expected_rejects
     images = pl.read_parquet(tmp_path / "data/index/images.parquet")
     assert sorted(images["path"]) == KEPT
-    split_of = dict(zip(images["id"], images["split"]))
+    split_of = dict(zip(images["id"], images["split"], strict=True))
     for level in LEVELS:
         manifest = pl.read_parquet(tmp_path / "data/shards" / level / "manifest.parquet")
         assert set(manifest["image_id"]) == set(split_of), level  # every good image, every level
-        trained = {key.split("_")[0] for key in EmbeddedPairs(tmp_path / "data/embeddings" / level,
-                                                              "train").keys}
+        trained = {
+            key.split("_")[0]
+            for key in EmbeddedPairs(tmp_path / "data/embeddings" / level, "train").keys
+        }
         assert trained == {i for i, split in split_of.items() if split == "train"}, level
     report = json.loads((tmp_path / "metrics/eval.json").read_text())
     tested = sum(split == "test" for split in split_of.values())

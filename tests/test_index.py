@@ -11,18 +11,25 @@ import numpy as np
 import polars as pl
 from PIL import Image
 
-from conftest import run_cli, tiny_params, write_params
 from linefuse.data.index import split_for
 from linefuse.params import SplitRatios
+
+from conftest import run_cli, tiny_params, write_params
 
 
 def _png_header_only(width: int, height: int) -> bytes:
     """A PNG whose header claims width x height and that holds no pixels at all."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     chunk = b"IHDR" + ihdr
-    return (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(ihdr)) + chunk
-            + struct.pack(">I", zlib.crc32(chunk)) + struct.pack(">I", 0) + b"IEND"
-            + struct.pack(">I", zlib.crc32(b"IEND")))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", len(ihdr))
+        + chunk
+        + struct.pack(">I", zlib.crc32(chunk))
+        + struct.pack(">I", 0)
+        + b"IEND"
+        + struct.pack(">I", zlib.crc32(b"IEND"))
+    )
 
 
 def _image(seed: int, size=(80, 60)) -> Image.Image:
@@ -58,14 +65,31 @@ def make_hostile_folder(root) -> dict[str, str]:
     (root / "nested" / "copy_of_a.png").write_bytes(full)
     os.mkfifo(root / "pipe.png")
     (root / "README.md").write_text("ignored: not an image suffix\n")
-    return {"truncated.png": "truncated", "empty.png": "empty", "notes.png": "not_an_image",
-            "tiny.png": "too_small", "bomb.png": "oversized", "loop.png": "unreadable",
-            "nested/copy_of_a.png": "duplicate", "pipe.png": "unreadable",
-            "truncated_photo.jpg": "truncated", "dangling.png": "unreadable"}
+    return {
+        "truncated.png": "truncated",
+        "empty.png": "empty",
+        "notes.png": "not_an_image",
+        "tiny.png": "too_small",
+        "bomb.png": "oversized",
+        "loop.png": "unreadable",
+        "nested/copy_of_a.png": "duplicate",
+        "pipe.png": "unreadable",
+        "truncated_photo.jpg": "truncated",
+        "dangling.png": "unreadable",
+    }
 
 
-KEPT = ["cmyk.jpg", "good_a.png", "good_c.webp", "good_d.tiff", "grey16.png", "nested/good b ü.jpg",
-        "new\nline.png", "palette.png", "rgba.png"]
+KEPT = [
+    "cmyk.jpg",
+    "good_a.png",
+    "good_c.webp",
+    "good_d.tiff",
+    "grey16.png",
+    "nested/good b ü.jpg",
+    "new\nline.png",
+    "palette.png",
+    "rgba.png",
+]
 
 
 def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
@@ -78,8 +102,8 @@ def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
     assert run_cli(tmp_path, "index", "--workers", "2") == 0
 
     rejects = pl.read_parquet(tmp_path / "data/index/rejects.parquet")
-    assert dict(zip(rejects["path"], rejects["reason"])) == expected
-    details = dict(zip(rejects["path"], rejects["detail"]))
+    assert dict(zip(rejects["path"], rejects["reason"], strict=True)) == expected
+    details = dict(zip(rejects["path"], rejects["detail"], strict=True))
     assert details["nested/copy_of_a.png"] == "same content as good_a.png"
     assert details["bomb.png"].startswith("100000x100000 exceeds data.max_pixels")
     assert "symbolic links" in details["loop.png"]
@@ -96,7 +120,7 @@ def test_hostile_files_are_rejected_with_reasons(tmp_path, capsys):
     assert metrics["kept"] == 9 and metrics["rejected"] == 10
     assert metrics["rejected_by_reason"]["unreadable"] == 3
     assert sum(metrics["split"].values()) == 9
-    modes = dict(zip(images["path"], images["mode"]))
+    modes = dict(zip(images["path"], images["mode"], strict=True))
     assert (modes["rgba.png"], modes["palette.png"], modes["cmyk.jpg"]) == ("RGBA", "P", "CMYK")
 
 
@@ -133,5 +157,7 @@ def test_missing_source_folder_is_one_line(tmp_path, capsys):
     write_params(tmp_path, params)
     assert run_cli(tmp_path, "index") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["linefuse: error: data.source_dir: no/such/folder is not a folder; run "
-                   "`linefuse generate` or point data.source_dir at a folder of images"]
+    assert err == [
+        "linefuse: error: data.source_dir: no/such/folder is not a folder; run "
+        "`linefuse generate` or point data.source_dir at a folder of images"
+    ]

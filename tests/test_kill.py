@@ -27,12 +27,24 @@ from test_engines import ENV, dvc_declarations, run
 
 SEED = 0
 TRIALS = 10
-STAGES = ["generate", "index", *(f"{name}@{level}" for name in ("shard", "embed", "train")
-                                 for level in LEVELS), "pretrain", "train_domains"]
+STAGES = [
+    "generate",
+    "index",
+    *(f"{name}@{level}" for name in ("shard", "embed", "train") for level in LEVELS),
+    "pretrain",
+    "train_domains",
+]
 
 
-TIMINGS = {"samples_per_s", "data_wait_fraction", "peak_rss_mb", "seconds", "encode_seconds",
-           "resumed_from_step", "cuda_max_allocated_mb"}
+TIMINGS = {
+    "samples_per_s",
+    "data_wait_fraction",
+    "peak_rss_mb",
+    "seconds",
+    "encode_seconds",
+    "resumed_from_step",
+    "cuda_max_allocated_mb",
+}
 
 
 def _without_timings(record):
@@ -47,15 +59,22 @@ def _digest(project: Path, path: str) -> dict | None:
     target = project / path
     if not target.exists():
         return None
-    files = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file()
-                                                    and p.name != ".snakemake_timestamp")
+    files = (
+        [target]
+        if target.is_file()
+        else sorted(
+            p for p in target.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp"
+        )
+    )
     found = {}
     for file in files:
         name = file.relative_to(target).as_posix() if target.is_dir() else ""
         if path.startswith("logs/") and file.name != "steps.jsonl":
             found[name] = "timings"  # DVCLive's files: present, content holds timings
         elif file.name == "steps.jsonl":
-            found[name] = [_without_timings(json.loads(line)) for line in file.read_text().splitlines()]
+            found[name] = [
+                _without_timings(json.loads(line)) for line in file.read_text().splitlines()
+            ]
         elif file.suffix == ".json" and path.startswith(("metrics/", "logs/")):
             found[name] = _without_timings(json.loads(file.read_text()))
         else:
@@ -66,8 +85,11 @@ def _digest(project: Path, path: str) -> dict | None:
 def _lock_outs(project: Path, stage: str) -> list:
     """dvc.lock's hashes of the stage's outputs, less the logs and metrics that hold timings."""
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"][stage]
-    return sorted((out["path"], out.get("md5"), out.get("nfiles")) for out in lock["outs"]
-                  if not out["path"].startswith(("logs/", "metrics/train", "metrics/embed")))
+    return sorted(
+        (out["path"], out.get("md5"), out.get("nfiles"))
+        for out in lock["outs"]
+        if not out["path"].startswith(("logs/", "metrics/train", "metrics/embed"))
+    )
 
 
 def _broken_dvc_files(project: Path) -> list[Path]:
@@ -87,8 +109,14 @@ def _broken_dvc_files(project: Path) -> list[Path]:
 def _killed(command: list[str], project: Path, delay: float) -> bool:
     """Runs command in its own process group; SIGKILLs the group after delay. True if it was
     still running then (a real interruption), False if it had already finished."""
-    process = subprocess.Popen(command, cwd=project, env=ENV, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=project,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + delay
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -106,11 +134,15 @@ def _trials(built: Path, engine: str) -> list[tuple[str, float]]:
     """(stage, seconds after the start to kill it), seeded: a uniform fraction of the engine's
     start-up plus the stage's own time in the uninterrupted build (from its log)."""
     log = (built.parent / f"{engine}.log").read_text()
-    seconds = {name: float(took) for name, took in
-               re.findall(r"linefuse (\S+): wrote .* in ([\d.]+)s", log)}
+    seconds = {
+        name: float(took)
+        for name, took in re.findall(r"linefuse (\S+): wrote .* in ([\d.]+)s", log)
+    }
     rng = random.Random(f"{SEED}-{engine}")
-    return [(stage, rng.uniform(0.2, 0.95) * (STARTUP_S[engine] + seconds[stage]))
-            for stage in rng.sample(STAGES, TRIALS)]
+    return [
+        (stage, rng.uniform(0.2, 0.95) * (STARTUP_S[engine] + seconds[stage]))
+        for stage in rng.sample(STAGES, TRIALS)
+    ]
 
 
 def _remove(project: Path, outs: list[str]) -> None:
@@ -127,8 +159,10 @@ def _outs(declarations: dict, stage: str) -> list[str]:
 @pytest.mark.parametrize("engine", ["dvc", "snakemake"])
 def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine):
     built = engine_builds[0] if engine == "dvc" else engine_builds[1]
-    declarations = {address.split(":")[-1]: stage
-                    for address, stage in dvc_declarations(engine_builds[0]).items()}
+    declarations = {
+        address.split(":")[-1]: stage
+        for address, stage in dvc_declarations(engine_builds[0]).items()
+    }
     interrupted = emptied_locks = 0
     for number, (stage, delay) in enumerate(_trials(built, engine)):
         project = copy_project(built, tmp_path / f"trial{number}")
@@ -141,8 +175,10 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine):
         _remove(project, outs)
         was_running = _killed(command, project, delay)
         interrupted += was_running
-        print(f"{engine} trial {number}: {stage} killed at {delay:.2f}s "
-              f"({'mid-stage' if was_running else 'after it finished'})")
+        print(
+            f"{engine} trial {number}: {stage} killed at {delay:.2f}s "
+            f"({'mid-stage' if was_running else 'after it finished'})"
+        )
         for out in outs:  # absent, or complete and right: never half-written
             assert _digest(project, out) in (None, expected[out]), (stage, delay, out)
 
@@ -161,8 +197,10 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine):
         if engine == "dvc":
             assert _lock_outs(project, stage) == _lock_outs(built, stage), stage
         shutil.rmtree(project)
-    print(f"{engine}: {interrupted} of {TRIALS} kills landed mid-stage; "
-          f"{emptied_locks} left dvc.lock or .dvc/tmp/rwlock empty or cut short")
+    print(
+        f"{engine}: {interrupted} of {TRIALS} kills landed mid-stage; "
+        f"{emptied_locks} left dvc.lock or .dvc/tmp/rwlock empty or cut short"
+    )
     # the seeded delays must actually interrupt stages, or the test proves little
     assert interrupted >= TRIALS // 2, interrupted
 
@@ -174,7 +212,11 @@ def test_a_second_clean_run_gives_the_same_lock_hashes(engine_builds, tmp_path):
     project = copy_project(built, tmp_path / "again")
     shutil.rmtree(project / "data")
     shutil.rmtree(project / ".dvc" / "cache")
-    stages = ["generate", "index", *(f"{n}@{level}" for n in ("shard", "embed") for level in LEVELS)]
+    stages = [
+        "generate",
+        "index",
+        *(f"{n}@{level}" for n in ("shard", "embed") for level in LEVELS),
+    ]
     log = run(project, "dvc", "repro", "--no-run-cache", *(f"embed@{level}" for level in LEVELS))
     assert all(f"Running stage '{stage}'" in log for stage in stages)
     for stage in stages:

@@ -37,8 +37,11 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             elif node.module.startswith("linefuse."):
                 found.append((node.lineno, node.module))
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names
-                      if alias.name.startswith("linefuse.")]
+            found += [
+                (node.lineno, alias.name)
+                for alias in node.names
+                if alias.name.startswith("linefuse.")
+            ]
     return found
 
 
@@ -53,8 +56,11 @@ def test_imports_only_flow_downward():
         source = _layer(_module_name(path))
         for line, target in _imports(path):
             target_layer = _layer(target)
-            allowed = (target_layer == source or target_layer == "core"
-                       or LAYERS[target_layer] < LAYERS[source])
+            allowed = (
+                target_layer == source
+                or target_layer == "core"
+                or LAYERS[target_layer] < LAYERS[source]
+            )
             if not allowed:
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {source} imports {target}")
     assert not wrong, "\n".join(wrong)
@@ -71,8 +77,9 @@ def test_the_layer_rule_catches_an_upward_import(tmp_path):
 
 @pytest.mark.parametrize("entry", ["linefuse.serve.app", "linefuse.serve.restorer"])
 def test_the_service_does_not_import_the_data_stages_libraries(entry):
-    probe = (f"import sys, {entry}; "
-             "print(','.join(m for m in ('lmdb', 'webdataset', 'polars') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True)
+    probe = (
+        f"import sys, {entry}; "
+        "print(','.join(m for m in ('lmdb', 'webdataset', 'polars') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""

@@ -12,19 +12,19 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 from torch import nn
 
+from linefuse.params import LoraParams, load_params
+from linefuse.stage import UserError
 from linefuse.train.model import (
     add_lora,
     build_unet,
     count_parameters,
     load_adapter,
     load_base,
+    load_null_prompt,
     predict,
     quantize_frozen,
-    load_null_prompt,
     save_base,
 )
-from linefuse.params import LoraParams, load_params
-from linefuse.stage import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH, SIZE, SEQ = 2, 32, 8
@@ -111,14 +111,20 @@ def test_lora_trains_a_small_fraction_of_the_unet(lora):
 
 
 def test_lora_blocks_restrict_the_targets(lora):
-    everywhere = count_parameters(add_lora(build_unet("tiny", 3),
-                                           lora.model_copy(update={"blocks": []})))[0]
+    everywhere = count_parameters(
+        add_lora(build_unet("tiny", 3), lora.model_copy(update={"blocks": []}))
+    )[0]
     model = add_lora(build_unet("tiny", 3), lora.model_copy(update={"blocks": ["mid_block"]}))
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     assert names
     assert all(n.startswith("base_model.model.mid_block.") and "lora_" in n for n in names)
     assert {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in names} == {
-        "to_q", "to_k", "to_v", "0", "conv1"}  # "0" is to_out.0
+        "to_q",
+        "to_k",
+        "to_v",
+        "0",
+        "conv1",
+    }  # "0" is to_out.0
     assert 0 < count_parameters(model)[0] < everywhere
 
 
@@ -151,8 +157,10 @@ def test_adapter_starts_as_identity_trains_and_round_trips(lora, unfreeze, tmp_p
     model.save_pretrained(tmp_path)
     assert (tmp_path / "adapter_config.json").is_file()
     assert (tmp_path / "adapter_model.safetensors").is_file()
-    for loaded in (load_adapter(trained_base(), tmp_path, trainable=False),
-                   peft.PeftModel.from_pretrained(trained_base(), tmp_path)):
+    for loaded in (
+        load_adapter(trained_base(), tmp_path, trainable=False),
+        peft.PeftModel.from_pretrained(trained_base(), tmp_path),
+    ):
         assert count_parameters(loaded)[0] == 0
         with torch.no_grad():
             assert torch.equal(predict(loaded, *batch), trained)
@@ -188,11 +196,17 @@ def small_pretrained(in_channels: int, out_channels: int = 4) -> UNet2DCondition
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
         unet = UNet2DConditionModel(
-            sample_size=SIZE, in_channels=in_channels, out_channels=out_channels,
-            block_out_channels=(8, 16), layers_per_block=1, norm_num_groups=4,
+            sample_size=SIZE,
+            in_channels=in_channels,
+            out_channels=out_channels,
+            block_out_channels=(8, 16),
+            layers_per_block=1,
+            norm_num_groups=4,
             down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
             up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            cross_attention_dim=16, attention_head_dim=4)
+            cross_attention_dim=16,
+            attention_head_dim=4,
+        )
     return randomise_conv_out(unet)
 
 
@@ -208,8 +222,9 @@ def test_pretrained_folder_is_widened_for_the_condition(tmp_path):
         assert expected.abs().mean() > 0
         for seed in (2, 3):
             condition = inputs(4, cross_dim=16, seed=seed)[1] * 10
-            torch.testing.assert_close(predict(unet, noisy, condition, timesteps, prompt),
-                                       expected, rtol=0, atol=1e-5)
+            torch.testing.assert_close(
+                predict(unet, noisy, condition, timesteps, prompt), expected, rtol=0, atol=1e-5
+            )
 
 
 def test_conditional_folder_is_kept_and_a_mismatched_one_is_refused(tmp_path):
@@ -232,7 +247,11 @@ def test_base_round_trip_is_exact_and_safetensors_only(tmp_path):
     null_prompt = torch.randn(1, 3, unet.config.cross_attention_dim)
     save_base(unet, tmp_path / "base", null_prompt)
     files = sorted(p.name for p in (tmp_path / "base").iterdir())
-    assert files == ["config.json", "diffusion_pytorch_model.safetensors", "null_prompt.safetensors"]
+    assert files == [
+        "config.json",
+        "diffusion_pytorch_model.safetensors",
+        "null_prompt.safetensors",
+    ]
     assert torch.equal(load_null_prompt(tmp_path / "base"), null_prompt)
     loaded = load_base(tmp_path / "base")
     assert loaded.config.in_channels == 6
@@ -250,8 +269,10 @@ def test_quantize_without_optimum_quanto_is_one_line(lora, monkeypatch):
     model = add_lora(trained_base(), lora)
     with pytest.raises(UserError) as error:
         quantize_frozen(model, "qfloat8")
-    assert str(error.value) == ("model.quantize_base: qfloat8 needs optimum-quanto; "
-                                "pip install optimum-quanto, or set it to null")
+    assert str(error.value) == (
+        "model.quantize_base: qfloat8 needs optimum-quanto; "
+        "pip install optimum-quanto, or set it to null"
+    )
 
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert quantize_frozen(model, None) is None

@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 import yaml
-
-from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
 from pydantic import BaseModel
 
 from linefuse.params import Params, ParamsError, load_params, parse_params
+
+from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
 
 
 def test_repo_params_are_valid():
@@ -36,8 +36,17 @@ def test_params_yaml_is_the_only_source_of_defaults():
     assert [key for key, field in keys.items() if not field.is_required()] == []
 
 
-@pytest.mark.parametrize("key", ["optim.precision", "eval.max_samples", "data.charts.dpi",
-                                 "train.lora.blocks", "degrade.scan.easy.line_fade", "compute"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "optim.precision",
+        "eval.max_samples",
+        "data.charts.dpi",
+        "train.lora.blocks",
+        "degrade.scan.easy.line_fade",
+        "compute",
+    ],
+)
 def test_a_key_missing_from_params_yaml_is_named(key):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     *parents, last = key.split(".")
@@ -52,76 +61,200 @@ def test_a_key_missing_from_params_yaml_is_named(key):
 
 MUTATIONS = [
     ("unknown key", lambda p: p["data"].update(sorce_dir="x"), "data.sorce_dir", "unknown key"),
-    ("processes on a one-process config", lambda p: p.update(
-        launch={"processes": 2, "config": str(ROOT / "workflow/accelerate/local.yaml")}),
-     "launch.processes", "launch.config: workflow/accelerate/ddp.yaml"),
-    ("zero processes", lambda p: p["launch"].update(processes=0), "launch.processes",
-     "greater than or equal to 1"),
-    ("shard urls for no level", lambda p: p["loader"].update(shard_urls={"extreme": "x.tar"}),
-     "loader.shard_urls.extreme", "not in degrade.levels"),
-    ("shard url scheme", lambda p: p["loader"].update(shard_urls={"easy": "s3://b/a.tar"}),
-     "loader.shard_urls", "pipe:COMMAND"),
+    (
+        "processes on a one-process config",
+        lambda p: p.update(
+            launch={"processes": 2, "config": str(ROOT / "workflow/accelerate/local.yaml")}
+        ),
+        "launch.processes",
+        "launch.config: workflow/accelerate/ddp.yaml",
+    ),
+    (
+        "zero processes",
+        lambda p: p["launch"].update(processes=0),
+        "launch.processes",
+        "greater than or equal to 1",
+    ),
+    (
+        "shard urls for no level",
+        lambda p: p["loader"].update(shard_urls={"extreme": "x.tar"}),
+        "loader.shard_urls.extreme",
+        "not in degrade.levels",
+    ),
+    (
+        "shard url scheme",
+        lambda p: p["loader"].update(shard_urls={"easy": "s3://b/a.tar"}),
+        "loader.shard_urls",
+        "pipe:COMMAND",
+    ),
     ("unknown section", lambda p: p.update(trian={}), "trian", "unknown key"),
-    ("wrong type", lambda p: p["data"]["charts"].update(count="many"), "data.charts.count", "integer"),
-    ("empty range", lambda p: p["degrade"]["gaussian"]["hard"].update(sigma=[2.5, 1.5]),
-     "degrade.gaussian.hard.sigma", "empty"),
-    ("not a pair", lambda p: p["degrade"]["motion"]["easy"].update(length=7),
-     "degrade.motion.easy.length", "[low, high]"),
-    ("unknown domain", lambda p: p["degrade"].update(domains=["gaussian", "fog"]),
-     "degrade.domains", "accepts gaussian"),
-    ("split sum", lambda p: p["data"].update(split={"train": 0.8, "val": 0.1, "test": 0.2}),
-     "data.split", "sum to 1"),
-    ("missing level", lambda p: p["degrade"]["scan"].pop("medium"), "degrade.scan.medium",
-     "missing"),
+    (
+        "wrong type",
+        lambda p: p["data"]["charts"].update(count="many"),
+        "data.charts.count",
+        "integer",
+    ),
+    (
+        "empty range",
+        lambda p: p["degrade"]["gaussian"]["hard"].update(sigma=[2.5, 1.5]),
+        "degrade.gaussian.hard.sigma",
+        "empty",
+    ),
+    (
+        "not a pair",
+        lambda p: p["degrade"]["motion"]["easy"].update(length=7),
+        "degrade.motion.easy.length",
+        "[low, high]",
+    ),
+    (
+        "unknown domain",
+        lambda p: p["degrade"].update(domains=["gaussian", "fog"]),
+        "degrade.domains",
+        "accepts gaussian",
+    ),
+    (
+        "split sum",
+        lambda p: p["data"].update(split={"train": 0.8, "val": 0.1, "test": 0.2}),
+        "data.split",
+        "sum to 1",
+    ),
+    (
+        "missing level",
+        lambda p: p["degrade"]["scan"].pop("medium"),
+        "degrade.scan.medium",
+        "missing",
+    ),
     ("crop too large", lambda p: p["shards"].update(crop=100), "shards.crop", "at most 64"),
-    ("negative count", lambda p: p["data"]["charts"].update(count=-1), "data.charts.count",
-     "greater than or equal"),
-    ("quality out of range", lambda p: p["degrade"]["compression"]["hard"].update(quality=[0, 55]),
-     "degrade.compression.hard.quality", ">= 1"),
-    ("per-domain adapter for an unknown domain",
-     lambda p: p["train"]["per_domain"].update(domains=["gaussian", "fog"]),
-     "train.per_domain.domains", "accepts gaussian"),
-    ("one merge weight per domain",
-     lambda p: p["train"]["per_domain"].update(domains=["gaussian", "scan"], weights=[1.0]),
-     "train.per_domain.weights", "one per domain"),
-    ("unknown adapters mode", lambda p: p["train"].update(adapters="per_level"),
-     "train.adapters", "curriculum"),
-    ("unknown sampler start", lambda p: p["model"].update(sample_start="zeros"),
-     "model.sample_start", "mean"),
-    ("negative LoRA rank", lambda p: p["train"]["lora"].update(rank=-4), "train.lora.rank",
-     "greater than or equal to 1"),
-    ("zero curriculum steps", lambda p: p["train"]["curriculum"]["easy"].update(steps=0),
-     "train.curriculum.easy.steps", "greater than or equal to 1"),
-    ("zero pretrain steps", lambda p: p["pretrain"].update(steps=0), "pretrain.steps",
-     "greater than"),
-    ("unknown curriculum predecessor",
-     lambda p: p["train"]["curriculum"]["hard"].update(init="models/lora/extreme"),
-     "train.curriculum.hard.init", "names no curriculum level"),
-    ("curriculum cycle", lambda p: p["train"]["curriculum"]["easy"].update(init="models/lora/hard"),
-     "train.curriculum", "cycle"),
-    ("curriculum level not sharded", lambda p: p["train"]["curriculum"].update(
-        extreme={"init": "models/lora/hard", "steps": 5, "lr": 1e-4}),
-     "train.curriculum.extreme", "degrade.levels"),
-    ("invalid precision", lambda p: p["optim"].update(precision="fp8"), "optim.precision",
-     "'auto', 'fp32', 'bf16' or 'fp16'"),
-    ("invalid device", lambda p: p["compute"].update(device="tpu"), "compute.device",
-     "'auto', 'cpu' or 'cuda'"),
-    ("negative loss balance", lambda p: p["optim"]["loss"].update(balance=-1), "optim.loss.balance",
-     "greater than or equal to 0"),
-    ("nonexistent pretrained UNet", lambda p: p["model"].update(unet="no/such/unet"), "model.unet",
-     "is not a folder"),
-    ("nonexistent VAE", lambda p: p["model"].update(vae="no/such/vae"), "model.vae",
-     "is not a folder"),
-    ("learning rate above 1", lambda p: p["train"]["curriculum"]["medium"].update(lr=5.0),
-     "train.curriculum.medium.lr", "less than or equal to 1"),
+    (
+        "negative count",
+        lambda p: p["data"]["charts"].update(count=-1),
+        "data.charts.count",
+        "greater than or equal",
+    ),
+    (
+        "quality out of range",
+        lambda p: p["degrade"]["compression"]["hard"].update(quality=[0, 55]),
+        "degrade.compression.hard.quality",
+        ">= 1",
+    ),
+    (
+        "per-domain adapter for an unknown domain",
+        lambda p: p["train"]["per_domain"].update(domains=["gaussian", "fog"]),
+        "train.per_domain.domains",
+        "accepts gaussian",
+    ),
+    (
+        "one merge weight per domain",
+        lambda p: p["train"]["per_domain"].update(domains=["gaussian", "scan"], weights=[1.0]),
+        "train.per_domain.weights",
+        "one per domain",
+    ),
+    (
+        "unknown adapters mode",
+        lambda p: p["train"].update(adapters="per_level"),
+        "train.adapters",
+        "curriculum",
+    ),
+    (
+        "unknown sampler start",
+        lambda p: p["model"].update(sample_start="zeros"),
+        "model.sample_start",
+        "mean",
+    ),
+    (
+        "negative LoRA rank",
+        lambda p: p["train"]["lora"].update(rank=-4),
+        "train.lora.rank",
+        "greater than or equal to 1",
+    ),
+    (
+        "zero curriculum steps",
+        lambda p: p["train"]["curriculum"]["easy"].update(steps=0),
+        "train.curriculum.easy.steps",
+        "greater than or equal to 1",
+    ),
+    (
+        "zero pretrain steps",
+        lambda p: p["pretrain"].update(steps=0),
+        "pretrain.steps",
+        "greater than",
+    ),
+    (
+        "unknown curriculum predecessor",
+        lambda p: p["train"]["curriculum"]["hard"].update(init="models/lora/extreme"),
+        "train.curriculum.hard.init",
+        "names no curriculum level",
+    ),
+    (
+        "curriculum cycle",
+        lambda p: p["train"]["curriculum"]["easy"].update(init="models/lora/hard"),
+        "train.curriculum",
+        "cycle",
+    ),
+    (
+        "curriculum level not sharded",
+        lambda p: p["train"]["curriculum"].update(
+            extreme={"init": "models/lora/hard", "steps": 5, "lr": 1e-4}
+        ),
+        "train.curriculum.extreme",
+        "degrade.levels",
+    ),
+    (
+        "invalid precision",
+        lambda p: p["optim"].update(precision="fp8"),
+        "optim.precision",
+        "'auto', 'fp32', 'bf16' or 'fp16'",
+    ),
+    (
+        "invalid device",
+        lambda p: p["compute"].update(device="tpu"),
+        "compute.device",
+        "'auto', 'cpu' or 'cuda'",
+    ),
+    (
+        "negative loss balance",
+        lambda p: p["optim"]["loss"].update(balance=-1),
+        "optim.loss.balance",
+        "greater than or equal to 0",
+    ),
+    (
+        "nonexistent pretrained UNet",
+        lambda p: p["model"].update(unet="no/such/unet"),
+        "model.unet",
+        "is not a folder",
+    ),
+    (
+        "nonexistent VAE",
+        lambda p: p["model"].update(vae="no/such/vae"),
+        "model.vae",
+        "is not a folder",
+    ),
+    (
+        "learning rate above 1",
+        lambda p: p["train"]["curriculum"]["medium"].update(lr=5.0),
+        "train.curriculum.medium.lr",
+        "less than or equal to 1",
+    ),
     ("repeated eval steps", lambda p: p["eval"].update(steps=[25, 25]), "eval.steps", "distinct"),
-    ("zero batch size", lambda p: p["optim"].update(batch_size=0), "optim.batch_size",
-     "greater than"),
+    (
+        "zero batch size",
+        lambda p: p["optim"].update(batch_size=0),
+        "optim.batch_size",
+        "greater than",
+    ),
     ("unknown reader", lambda p: p["loader"].update(reader="hdf5"), "loader.reader", "embeddings"),
-    ("all loss weights zero", lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0, "balance": 0}),
-     "optim.loss", "positive weight"),
-    ("unfreeze level outside the curriculum", lambda p: p["train"]["unfreeze"].update(level="extreme"),
-     "train.unfreeze.level", "not a curriculum level"),
+    (
+        "all loss weights zero",
+        lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0, "balance": 0}),
+        "optim.loss",
+        "positive weight",
+    ),
+    (
+        "unfreeze level outside the curriculum",
+        lambda p: p["train"]["unfreeze"].update(level="extreme"),
+        "train.unfreeze.level",
+        "not a curriculum level",
+    ),
 ]
 
 
@@ -137,14 +270,26 @@ def test_bad_params_name_the_key(name, mutate, key, accepts):
     assert accepts in message, message
 
 
-def test_every_mutation_stops_every_stage_before_it_touches_a_file(trained_project, tmp_path, capsys):
+def test_every_mutation_stops_every_stage_before_it_touches_a_file(
+    trained_project, tmp_path, capsys
+):
     """A good run's outputs, then each bad params.yaml under each stage command: exit 2, one
     line naming the key, and not one byte of data/, models/, metrics/ or logs/ changed."""
     project = tmp_path / "project"
     shutil.copytree(trained_project, project, symlinks=True)
-    before = {folder: file_digests(project / folder) for folder in ("data", "models", "metrics", "logs")}
-    commands = [["generate"], ["index"], ["shard", "--level", "easy"], ["embed", "--level", "hard"],
-                ["pretrain"], ["train", "--level", "medium"], ["train-domains"], ["evaluate"]]
+    before = {
+        folder: file_digests(project / folder) for folder in ("data", "models", "metrics", "logs")
+    }
+    commands = [
+        ["generate"],
+        ["index"],
+        ["shard", "--level", "easy"],
+        ["embed", "--level", "hard"],
+        ["pretrain"],
+        ["train", "--level", "medium"],
+        ["train-domains"],
+        ["evaluate"],
+    ]
     for index, (name, mutate, key, _) in enumerate(MUTATIONS):
         params = tiny_params()
         mutate(params)
@@ -153,7 +298,10 @@ def test_every_mutation_stops_every_stage_before_it_touches_a_file(trained_proje
         capsys.readouterr()
         assert run_cli(project, *command) == 2, (name, command)
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"linefuse: error: params.yaml: {key}: "), (name, err)
+        assert len(err) == 1 and err[0].startswith(f"linefuse: error: params.yaml: {key}: "), (
+            name,
+            err,
+        )
     assert len(MUTATIONS) >= 20
     assert {folder: file_digests(project / folder) for folder in before} == before
 
@@ -171,8 +319,9 @@ def test_cli_prints_one_line_and_touches_nothing(tmp_path, capsys):
     write_params(tmp_path, params)
     assert run_cli(tmp_path, "generate", "--workers", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["linefuse: error: params.yaml: data.split: train + val + test must sum to 1, "
-                   "got 1.3"]
+    assert err == [
+        "linefuse: error: params.yaml: data.split: train + val + test must sum to 1, got 1.3"
+    ]
     assert sorted(p.name for p in (tmp_path / "data/source").iterdir()) == before
 
 

@@ -1,4 +1,5 @@
-"""linefuse profile: every block timed, shares add up, delays land in their own row, nothing written."""
+"""linefuse profile: every block timed, shares add up, delays land in their own row, nothing
+written."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import pytest
 import torch
 
 import linefuse.train.profile
+
 from conftest import file_digests, run_cli, tiny_params, write_params
 
 DELAY_S = 0.05
-BLOCKS = [f"down_blocks.{i}" for i in range(3)] + ["mid_block"] + [f"up_blocks.{i}" for i in range(3)]
+BLOCKS = (
+    [f"down_blocks.{i}" for i in range(3)] + ["mid_block"] + [f"up_blocks.{i}" for i in range(3)]
+)
 
 
 def _profile(project, out, *argv: str) -> dict:
@@ -25,9 +29,12 @@ def test_profile_times_every_block_and_writes_nothing(trained_project, tmp_path,
     assert file_digests(trained_project) == before
     assert (report["job"], report["lora"], report["steps"]) == ("train@easy", True, 3)
     names = [row["name"] for row in report["rows"]]
-    assert names == (["data loading", "forward stem/head"] + [f"forward {b}" for b in BLOCKS]
-                     + [f"backward {b}" for b in reversed(BLOCKS)]
-                     + ["backward stem/head", "optimizer step", "other"])
+    assert names == (
+        ["data loading", "forward stem/head"]
+        + [f"forward {b}" for b in BLOCKS]
+        + [f"backward {b}" for b in reversed(BLOCKS)]
+        + ["backward stem/head", "optimizer step", "other"]
+    )
     shares = [row["percent"] for row in report["rows"]]
     assert all(share >= 0 for share in shares) and sum(shares) == pytest.approx(100, abs=0.5)
     printed = capsys.readouterr().out
@@ -53,7 +60,10 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
     """Delays inside two blocks (between the profiler's hooks and markers) and in the batch
     stream: each must show up in its own row and nowhere else."""
     clock = _Clock()
-    make_model, make_data = linefuse.train.profile.training_model, linefuse.train.profile.training_data
+    make_model, make_data = (
+        linefuse.train.profile.training_model,
+        linefuse.train.profile.training_data,
+    )
 
     class SleepInBackward(torch.autograd.Function):
         @staticmethod
@@ -103,14 +113,19 @@ def test_each_layers_backward_runs_inside_its_blocks_window(trained_project, mon
     layer): each trainable layer's backward starts after the marker that opens its block's
     window (stem/head for conv_in, the time embedding, conv_out) and before the next one fires."""
     events: list[tuple[str, str]] = []
-    make_model, mark = linefuse.train.profile.training_model, linefuse.train.profile.StepProfiler.mark
+    make_model, mark = (
+        linefuse.train.profile.training_model,
+        linefuse.train.profile.StepProfiler.mark,
+    )
 
     def watched_model(*args):
         model = make_model(*args)
         for name, layer in model.named_modules():
             if any(p.requires_grad for p in layer.parameters(recurse=False)):
+                part = _part(name)
                 layer.register_full_backward_pre_hook(
-                    lambda *_, part=_part(name): events.append(("layer", part)))
+                    lambda *_, part=part: events.append(("layer", part))
+                )
         return model
 
     def marking(profiler, label):
@@ -130,18 +145,22 @@ def test_each_layers_backward_runs_inside_its_blocks_window(trained_project, mon
     assert seen == {*BLOCKS, "stem/head"}
 
 
-@pytest.mark.parametrize("argv,error", [
-    (["--level", "nosuch"], "--level nosuch: not in train.curriculum (easy, medium, hard)"),
-    (["--steps", "0"], "--steps 0: needs at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv,error",
+    [
+        (["--level", "nosuch"], "--level nosuch: not in train.curriculum (easy, medium, hard)"),
+        (["--steps", "0"], "--steps 0: needs at least 1"),
+    ],
+)
 def test_a_bad_argument_is_one_line(trained_project, capsys, argv, error):
     assert run_cli(trained_project, "profile", *argv) == 2
     printed = capsys.readouterr().err
     assert printed.startswith(f"linefuse: error: {error}") and printed.count("\n") == 1
 
 
-@pytest.mark.parametrize("argv,error", [
-    ([], "models/base is missing"), (["--full"], "data/embeddings/easy is missing")])
+@pytest.mark.parametrize(
+    "argv,error", [([], "models/base is missing"), (["--full"], "data/embeddings/easy is missing")]
+)
 def test_missing_inputs_are_one_line(tmp_path, capsys, argv, error):
     write_params(tmp_path, tiny_params())
     assert run_cli(tmp_path, "profile", *argv) == 2

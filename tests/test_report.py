@@ -76,9 +76,15 @@ def _table(page: str, caption: str) -> list[list[tuple[str, str]]]:
 
 
 def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
-    return [pair for key, value in block.items() for pair in (
-        _flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value
-        else [(f"{prefix}{key}", value)])]
+    return [
+        pair
+        for key, value in block.items()
+        for pair in (
+            _flatten(value, f"{prefix}{key}.")
+            if isinstance(value, dict) and value
+            else [(f"{prefix}{key}", value)]
+        )
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +138,9 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     csv_rows = list(csv.DictReader(open(reported / PLOTS[1])))
     assert [row[0] for row in steps] == [row["steps"] for row in csv_rows] == ["1", "4", "25"]
     assert [row[1] for row in steps] == [f"{float(row['psnr']):.2f}" for row in csv_rows]
-    assert [row[-1] for row in steps] == [f"{float(row['latency_ms_per_image']):.1f}"
-                                          for row in csv_rows]
+    assert [row[-1] for row in steps] == [
+        f"{float(row['latency_ms_per_image']):.1f}" for row in csv_rows
+    ]
     assert "<svg" not in page and "training_curves" not in page
     # the samples travel inside the page, the CSS too: it works opened from anywhere
     embedded = page.split('<img src="data:image/png;base64,', 1)[1].split('"', 1)[0]
@@ -146,8 +153,9 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
     assert not re.search(r"https?:|url\(|@import", page)
     # the same bytes as DVC's own run of the stage in the engine build
-    assert (reported / "reports/index.html").read_bytes() == \
-        (engine_builds[0] / "reports/index.html").read_bytes()
+    assert (reported / "reports/index.html").read_bytes() == (
+        engine_builds[0] / "reports/index.html"
+    ).read_bytes()
 
 
 def test_the_report_is_the_same_bytes_every_run(reported, tmp_path):
@@ -167,21 +175,39 @@ def _synthetic(project: Path) -> Path:
     params = tiny_params()
     params["data"]["source_dir"] = f"data/{HOSTILE}"
     write_params(project, params)
-    methods = {"input": 20.0, "wiener": 21.0, "bm3d": 22.0, HOSTILE: 19.0, "model_s1": 21.5,
-               "model_s25": 23.0, "model_domain_s25": 22.5}
-    cells = {domain: {level: {name: value + index for name, value in methods.items()}
-                      for index, level in enumerate(["easy", "medium", "hard"])}
-             for domain in ("gaussian", HOSTILE)}
-    report = {"psnr": cells, "ssim": {d: {lv: {n: v / 30 for n, v in cell.items()}
-                                          for lv, cell in by.items()} for d, by in cells.items()},
-              "chart": {}, "latency_ms_per_image": {"s1": 1.0, "s25": 20.0},
-              "summary": {"psnr_gain_s25": 3.0, HOSTILE: 1}}
+    methods = {
+        "input": 20.0,
+        "wiener": 21.0,
+        "bm3d": 22.0,
+        HOSTILE: 19.0,
+        "model_s1": 21.5,
+        "model_s25": 23.0,
+        "model_domain_s25": 22.5,
+    }
+    cells = {
+        domain: {
+            level: {name: value + index for name, value in methods.items()}
+            for index, level in enumerate(["easy", "medium", "hard"])
+        }
+        for domain in ("gaussian", HOSTILE)
+    }
+    report = {
+        "psnr": cells,
+        "ssim": {
+            d: {lv: {n: v / 30 for n, v in cell.items()} for lv, cell in by.items()}
+            for d, by in cells.items()
+        },
+        "chart": {},
+        "latency_ms_per_image": {"s1": 1.0, "s25": 20.0},
+        "summary": {"psnr_gain_s25": 3.0, HOSTILE: 1},
+    }
     (project / "metrics").mkdir()
     (project / "metrics/eval.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     (project / "plots").mkdir()
     (project / "plots/psnr_by_domain_level.csv").write_text("domain,level,method,psnr,ssim\n")
     (project / "plots/psnr_vs_steps.csv").write_text(
-        "steps,psnr,latency_ms_per_image\n1,22.5,1.0\n25,24.0,20.0\n")
+        "steps,psnr,latency_ms_per_image\n1,22.5,1.0\n25,24.0,20.0\n"
+    )
     (project / "reports").mkdir()
     Image.new("RGB", (96, 6 * 34), (200, 100, 50)).save(project / "reports/samples.png")
     return project
@@ -199,10 +225,20 @@ def test_html_in_any_input_is_escaped_and_two_runs_are_the_same_bytes(tmp_path):
     assert page.replace("<wbr>", "").count(f"<code>{escaped}</code>") == 1  # a summary key
     # the methods come from eval.json: a new baseline is a classical column like any other
     groups = _table(page, "PSNR")[0][2:]  # after the domain and level headers
-    assert [text for text, _ in groups] == ["blurred", "classical baselines",
-                                            "model · sN = N DDIM steps"]
+    assert [text for text, _ in groups] == [
+        "blurred",
+        "classical baselines",
+        "model · sN = N DDIM steps",
+    ]
     assert [text for text, _ in _table(page, "PSNR")[1]] == [
-        "input", HOSTILE, "bm3d", "wiener", "s1", "s25", "domain s25"]
+        "input",
+        HOSTILE,
+        "bm3d",
+        "wiener",
+        "s1",
+        "s25",
+        "domain s25",
+    ]
     first = (project / "reports/index.html").read_bytes()
     assert run_cli(project, "report") == 0
     assert (project / "reports/index.html").read_bytes() == first
@@ -213,32 +249,49 @@ def test_a_missing_input_is_one_line_naming_the_file_and_the_fix(reported, tmp_p
     capsys.readouterr()
     assert run_cli(tmp_path, "report") == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "linefuse: error: metrics/eval.json is missing; run `linefuse evaluate` first"]
+        "linefuse: error: metrics/eval.json is missing; run `linefuse evaluate` first"
+    ]
     project = copy_project(reported, tmp_path / "project")
     before = (project / "reports/index.html").read_bytes()
     (project / "reports/samples.png").unlink()
     assert run_cli(project, "report") == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "linefuse: error: reports/samples.png is missing; run `linefuse evaluate` first"]
+        "linefuse: error: reports/samples.png is missing; run `linefuse evaluate` first"
+    ]
     assert (project / "reports/index.html").read_bytes() == before
 
 
 def _chromium(page: Path, profile: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--force-color-profile=srgb", "--hide-scrollbars",
-         f"--user-data-dir={profile}",
-         *flags, page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=90)
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--force-color-profile=srgb",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            *flags,
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
 def test_headless_chromium_draws_the_tables_and_samples(reported, tmp_path):
     page = reported / "reports/index.html"
     shot = tmp_path / "report.png"
-    done = _chromium(page, tmp_path / "profile", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                     f"--screenshot={shot}")
+    done = _chromium(
+        page, tmp_path / "profile", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}"
+    )
     assert shot.is_file(), done.stderr[-3000:]
     image = np.asarray(Image.open(shot).convert("RGB"))
     assert image.shape[:2] == (WINDOW[1], WINDOW[0])

@@ -10,22 +10,31 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
 from linefuse.data import shards
+from linefuse.data.readers import (
+    LmdbPairs,
+    collate_pairs,
+    read_manifest,
+    shard_urls,
+    webdataset_pairs,
+)
 from linefuse.params import DOMAINS, SPLITS
-from linefuse.data.readers import LmdbPairs, collate_pairs, read_manifest, shard_urls, webdataset_pairs
+
+from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
 
 
 def test_two_runs_and_worker_counts_give_identical_bytes(tiny_project, tmp_path):
-    """The session project was built with 1 worker; a fresh build with 2 must match it byte for byte."""
+    """The session project was built with 1 worker; a fresh build with 2 must match it byte for
+    byte."""
     second = build_data(tmp_path, tiny_params(), workers=2)
     first_files = file_digests(tiny_project / "data")
     assert file_digests(second / "data") == first_files
     assert any(name.endswith("lmdb/data.mdb") for name in first_files)
     assert sum(name.endswith(".tar") for name in first_files) >= 3 * len(SPLITS)
     for level in LEVELS:
-        assert (tmp_path / f"metrics/shard/{level}.json").read_text() == \
-            (tiny_project / f"metrics/shard/{level}.json").read_text()
+        assert (tmp_path / f"metrics/shard/{level}.json").read_text() == (
+            tiny_project / f"metrics/shard/{level}.json"
+        ).read_text()
 
 
 def _by_key(triples) -> dict:
@@ -63,7 +72,9 @@ def test_manifest_declares_shapes_and_drawn_params(tiny_project):
     n_train = images.filter(pl.col("split") == "train").height
     assert train.height == n_train * len(DOMAINS) * params["shards"]["patches_per_image"]
     sigma_low, sigma_high = params["degrade"]["gaussian"]["hard"]["sigma"]
-    sigmas = [json.loads(p)["sigma"] for p in manifest.filter(pl.col("domain") == "gaussian")["params"]]
+    sigmas = [
+        json.loads(p)["sigma"] for p in manifest.filter(pl.col("domain") == "gaussian")["params"]
+    ]
     assert all(sigma_low <= s <= sigma_high for s in sigmas) and len(set(sigmas)) > 1
 
 
@@ -95,7 +106,8 @@ def test_blurred_psnr_falls_from_easy_to_hard_in_every_domain(tiny_project):
         psnr[level] = {domain: float(np.mean(values)) for domain, values in per_domain.items()}
         reported = json.loads((tiny_project / f"metrics/shard/{level}.json").read_text())
         assert reported["input_psnr_pooled"] == pytest.approx(
-            _pooled_psnr(tiny_project / "data/shards" / level), abs=1e-3)
+            _pooled_psnr(tiny_project / "data/shards" / level), abs=1e-3
+        )
     for domain in DOMAINS:
         easy, medium, hard = (psnr[level][domain] for level in LEVELS)
         assert easy > medium > hard, (domain, easy, medium, hard)
@@ -104,13 +116,15 @@ def test_blurred_psnr_falls_from_easy_to_hard_in_every_domain(tiny_project):
 def test_dataloader_workers_read_lmdb_and_split_webdataset(tiny_project):
     level_dir = tiny_project / "data/shards/easy"
     dataset = LmdbPairs(level_dir, "train")
-    loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2,
-                                         collate_fn=collate_pairs)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=8, num_workers=2, collate_fn=collate_pairs
+    )
     batches = list(loader)
     assert sum(batch[0].shape[0] for batch in batches) == len(dataset)
     assert torch.equal(batches[0][1][0], torch.from_numpy(dataset[0][1]))
-    assert [meta["key"] for batch in batches for meta in batch[2]] == \
-        [dataset.metas[i]["key"] for i in range(len(dataset))]
+    assert [meta["key"] for batch in batches for meta in batch[2]] == [
+        dataset.metas[i]["key"] for i in range(len(dataset))
+    ]
 
     urls = shard_urls(level_dir, "train")
     assert len(urls) >= 2
@@ -132,5 +146,6 @@ def test_failed_shard_leaves_the_previous_output(tiny_project, tmp_path, monkeyp
     assert run_cli(tmp_path, "shard", "--level", "easy", "--workers", "1") == 2
     assert "No space left on device" in capsys.readouterr().err
     assert file_digests(tmp_path / "data/shards/easy") == before
-    assert [p.name for p in (tmp_path / "data/shards").iterdir()] == \
-        sorted(p.name for p in (tmp_path / "data/shards").iterdir() if not p.name.startswith("."))
+    assert [p.name for p in (tmp_path / "data/shards").iterdir()] == sorted(
+        p.name for p in (tmp_path / "data/shards").iterdir() if not p.name.startswith(".")
+    )

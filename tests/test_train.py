@@ -1,4 +1,5 @@
-"""pretrain and train@LEVEL: loss falls, LoRA chains through the curriculum, kill-and-resume is exact."""
+"""pretrain and train@LEVEL: loss falls, LoRA chains through the curriculum, kill-and-resume is
+exact."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ import yaml
 from peft import PeftModel
 from safetensors.torch import load_file
 
-from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
+from linefuse.params import parse_params
 from linefuse.train.diffusion import restored_from, sample, weighted_loss
 from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.model import build_unet, load_base
-from linefuse.params import parse_params
+
+from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -57,8 +59,10 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
         assert 0 <= record["data_wait_fraction"] <= 1 and record["samples_per_s"] > 0
         assert record["peak_rss_mb"] > 100
     base = trained_project / "models/base"
-    assert sorted(p.name for p in base.iterdir()) == ["config.json",
-                                                      "diffusion_pytorch_model.safetensors"]
+    assert sorted(p.name for p in base.iterdir()) == [
+        "config.json",
+        "diffusion_pytorch_model.safetensors",
+    ]
     assert metrics["trainable_params"] == metrics["total_params"] > 500_000
     assert metrics["steps"] == steps
 
@@ -68,7 +72,9 @@ def test_curriculum_adapters_are_peft_folders_and_small(trained_project):
     previous = None
     for level in LEVELS:
         adapter = trained_project / "models/lora" / level
-        assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in adapter.iterdir()}
+        assert {"adapter_config.json", "adapter_model.safetensors"} <= {
+            p.name for p in adapter.iterdir()
+        }
         weights = load_file(adapter / "adapter_model.safetensors")
         assert weights and all("lora_" in key for key in weights)
         if previous is not None:
@@ -85,8 +91,14 @@ def test_residual_target_at_zero_init_reproduces_the_input():
     params = parse_params(tiny_params())
     unet = build_unet("tiny", channels=3)
     blurred = torch.rand(2, 3, 32, 32) * 2 - 1
-    x0 = sample(unet, blurred, torch.zeros(2, 1, 32), params.model, steps=4,
-                generator=torch.Generator().manual_seed(0))
+    x0 = sample(
+        unet,
+        blurred,
+        torch.zeros(2, 1, 32),
+        params.model,
+        steps=4,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(restored_from(x0, blurred, params.model), blurred)
 
 
@@ -104,9 +116,13 @@ def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
 
     target = torch.cat([torch.full((1, 3, 8, 8), 0.02), torch.full((1, 3, 8, 8), 0.2)])
     prediction = torch.zeros_like(target)
-    plain, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=0))
+    plain, terms = weighted_loss(
+        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=0)
+    )
     assert float(plain) == pytest.approx(0.11) and terms["l1"] == pytest.approx(0.11)
-    balanced, terms = weighted_loss(prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=1))
+    balanced, terms = weighted_loss(
+        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=1)
+    )
     weights = torch.tensor([1 / 0.03, 1 / 0.21])
     weights = weights / weights.mean()
     assert float(balanced) == pytest.approx(float((weights * torch.tensor([0.02, 0.2])).mean()))
@@ -126,8 +142,13 @@ def test_kill_and_resume_ends_with_the_same_weights(trained_project, tmp_path):
         write_params(project, params)
     assert run_cli(clean, "train", "--level", "easy") == 0
 
-    process = subprocess.Popen(["linefuse", "train", "--level", "easy"], cwd=killed, env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        ["linefuse", "train", "--level", "easy"],
+        cwd=killed,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     state = killed / ".linefuse/state/train-easy"
     deadline = time.time() + 120
     while not list(state.glob("step-*")) and process.poll() is None and time.time() < deadline:
@@ -160,8 +181,10 @@ def test_non_finite_loss_stops_with_one_line(trained_project, tmp_path, capsys):
     capsys.readouterr()
     assert run_cli(project, "train", "--level", "easy") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("linefuse: error: train@easy: loss became nan at step 1; no checkpoint yet; "
-                       "lower the learning rate or use optim.precision: fp32")
+    assert err[-1] == (
+        "linefuse: error: train@easy: loss became nan at step 1; no checkpoint yet; "
+        "lower the learning rate or use optim.precision: fp32"
+    )
     assert not (project / "models/lora/easy").exists()
 
 
@@ -173,12 +196,16 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
     params["launch"] = {"processes": 2, "config": "workflow/accelerate/ddp.yaml"}
     write_params(project, params)
     command = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]["cmd"]
-    for name, value in (("launch.config", "workflow/accelerate/ddp.yaml"),
-                        ("launch.processes", "2"), ("key", "easy")):
-        command = command.replace("${%s}" % name, value)
+    for name, value in (
+        ("launch.config", "workflow/accelerate/ddp.yaml"),
+        ("launch.processes", "2"),
+        ("key", "easy"),
+    ):
+        command = command.replace(f"${{{name}}}", value)
     assert command.startswith("accelerate launch ") and "--num_processes 2 " in command
-    done = subprocess.run(command, shell=True, cwd=project, env=ENV, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        command, shell=True, cwd=project, env=ENV, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((project / f"logs/train/easy/rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["sample_digest"] != ranks[1]["sample_digest"]
@@ -189,18 +216,31 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
 
 
 def test_latent_mode_end_to_end_with_a_users_pretrained_folders(tiny_project, tmp_path):
-    """A tiny random VAE and UNet saved with save_pretrained: the path a Stable Diffusion folder takes."""
+    """A tiny random VAE and UNet saved with save_pretrained: the path a Stable Diffusion folder
+    takes."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     torch.manual_seed(0)
-    AutoencoderKL(block_out_channels=(8, 16), down_block_types=("DownEncoderBlock2D",) * 2,
-                  up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=4,
-                  sample_size=32).save_pretrained(tmp_path / "sd/vae")
+    AutoencoderKL(
+        block_out_channels=(8, 16),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=32,
+    ).save_pretrained(tmp_path / "sd/vae")
     users_unet = UNet2DConditionModel(
-        sample_size=16, in_channels=4, out_channels=4, block_out_channels=(16, 32),
+        sample_size=16,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(16, 32),
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
-        layers_per_block=1, norm_num_groups=8, attention_head_dim=8)
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+        layers_per_block=1,
+        norm_num_groups=8,
+        attention_head_dim=8,
+    )
     users_unet.save_pretrained(tmp_path / "sd/unet")
 
     project = tmp_path / "project"
@@ -224,7 +264,9 @@ def test_latent_mode_end_to_end_with_a_users_pretrained_folders(tiny_project, tm
     assert torch.allclose(widened, original, atol=1e-5)
 
     assert run_cli(project, "train", "--level", "easy") == 0
-    adapted = PeftModel.from_pretrained(load_base(project / "models/base"), project / "models/lora/easy")
+    adapted = PeftModel.from_pretrained(
+        load_base(project / "models/base"), project / "models/lora/easy"
+    )
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
     assert metrics["steps"] == 10 and 0 < metrics["trainable_fraction"] < 0.5
     assert sum("lora_A" in name for name, _ in adapted.named_parameters()) > 0
@@ -235,12 +277,16 @@ def _adapter(project: Path, level: str = "easy") -> dict:
 
 
 def test_readers_and_the_ram_cache_feed_the_same_batches(trained_project, tmp_path):
-    """Embeddings stored as float32 and the LMDB reader give identical weights; so does the cache."""
+    """Embeddings stored as float32 and the LMDB reader give identical weights; so does the
+    cache."""
     params = tiny_params()
     params["embed"]["dtype"] = "float32"
     weights = {}
-    for name, loader in {"embeddings": {}, "lmdb": {"reader": "lmdb"},
-                         "cached": {"cache_gb": 0.5}}.items():
+    for name, loader in {
+        "embeddings": {},
+        "lmdb": {"reader": "lmdb"},
+        "cached": {"cache_gb": 0.5},
+    }.items():
         project = _copy_project(trained_project, tmp_path / name)
         shutil.rmtree(project / "data/embeddings/easy")
         run_params = json.loads(json.dumps(params))
@@ -271,8 +317,13 @@ def test_bf16_grad_accum_and_checkpointing_run_and_learn(trained_project, tmp_pa
 
 
 def _train_easy(project: Path) -> None:
-    done = subprocess.run(["linefuse", "train", "--level", "easy"], cwd=project, env=ENV,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["linefuse", "train", "--level", "easy"],
+        cwd=project,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -298,11 +349,11 @@ def test_webdataset_streams_shards_over_http_to_the_same_weights(trained_project
     tars = sorted(p.name for p in bucket.glob("train-*.tar"))
     assert len(tars) >= 2
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_LoggedFiles, directory=str(bucket)))
+        ("127.0.0.1", 0), functools.partial(_LoggedFiles, directory=str(bucket))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = (f"http://127.0.0.1:{server.server_port}/train-"
-               f"{{000000..{len(tars) - 1:06d}}}.tar")
+        url = f"http://127.0.0.1:{server.server_port}/train-{{000000..{len(tars) - 1:06d}}}.tar"
         params["loader"]["shard_urls"] = {"easy": url}
         write_params(streamed, params)
         _train_easy(streamed)
@@ -324,11 +375,12 @@ def test_shard_urls_expand_braces_and_open_pipes(tiny_project):
     local = shard_urls(tiny_project / "data/shards/easy", "train")
     folder = Path(local[0]).parent
     spec = f"pipe:cat {folder}/train-{{000000..{len(local) - 1:06d}}}.tar"
-    urls = shard_stream_urls([Path("data/shards/easy"), tiny_project / "data/shards/medium"],
-                             "train", {"easy": spec})
-    assert urls[:len(local)] == [f"pipe:cat {path}" for path in local]
-    assert urls[len(local):] == shard_urls(tiny_project / "data/shards/medium", "train")
-    keys = [meta["key"] for _, _, meta in webdataset_pairs(urls[:len(local)])]
+    urls = shard_stream_urls(
+        [Path("data/shards/easy"), tiny_project / "data/shards/medium"], "train", {"easy": spec}
+    )
+    assert urls[: len(local)] == [f"pipe:cat {path}" for path in local]
+    assert urls[len(local) :] == shard_urls(tiny_project / "data/shards/medium", "train")
+    keys = [meta["key"] for _, _, meta in webdataset_pairs(urls[: len(local)])]
     assert keys == [meta["key"] for _, _, meta in webdataset_pairs(local)]
     assert len(keys) > 16
 
@@ -336,8 +388,15 @@ def test_shard_urls_expand_braces_and_open_pipes(tiny_project):
 def test_memory_warning_names_the_key(tmp_path, caplog):
     from linefuse.train.telemetry import StepLogger
 
-    logger = StepLogger(tmp_path, "train@easy", every=1, memory_warn_fraction=1e-6,
-                        device=torch.device("cpu"), enabled=True, resume=False)
+    logger = StepLogger(
+        tmp_path,
+        "train@easy",
+        every=1,
+        memory_warn_fraction=1e-6,
+        device=torch.device("cpu"),
+        enabled=True,
+        resume=False,
+    )
     logger.add({"loss": 0.5}, samples=8, data_wait_s=0.01)
     with caplog.at_level("WARNING", logger="linefuse"):
         record = logger.flush(step=1, lr=1e-3)
@@ -375,8 +434,9 @@ def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_pro
     gaussian = map_dataset("embeddings", dirs, "train", "gaussian")
     keys = [key for part in everything.datasets for key in part.keys]
     assert len(gaussian) == sum("_gaussian_" in key for key in keys) == len(keys) // 5
-    assert all("_gaussian_" in part.dataset.keys[i]
-               for part in gaussian.datasets for i in part.indices)
+    assert all(
+        "_gaussian_" in part.dataset.keys[i] for part in gaussian.datasets for i in part.indices
+    )
     seen = json.loads((project / "logs/train/domains/gaussian/rank0.json").read_text())
     assert seen["samples_seen"] == 5 * params["optim"]["batch_size"]
 
@@ -391,5 +451,6 @@ def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_pro
     changed = [k for k in base if not torch.equal(own["gaussian"][k], base[k])]
     assert changed and all(k.startswith("up_blocks.") for k in changed)
     for key in changed:
-        expected = base[key] + sum(w * (own[d][key] - base[key]) for d, w in zip(domains, weights))
+        deltas = (w * (own[d][key] - base[key]) for d, w in zip(domains, weights, strict=True))
+        expected = base[key] + sum(deltas)
         torch.testing.assert_close(combined[key], expected, atol=1e-6, rtol=1e-5)

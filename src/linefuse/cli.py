@@ -34,8 +34,10 @@ def run_index(params: Params, args: argparse.Namespace) -> None:
 
     source = Path(params.data.source_dir)
     if not source.is_dir():
-        raise UserError(f"data.source_dir: {source} is not a folder; run `linefuse generate` "
-                        f"or point data.source_dir at a folder of images")
+        raise UserError(
+            f"data.source_dir: {source} is not a folder; run `linefuse generate` "
+            f"or point data.source_dir at a folder of images"
+        )
     with stage("index") as written:
         images, rejects = build_index(params.data, workers=args.workers)
         for frame, path in ((images, paths.IMAGES_PARQUET), (rejects, paths.REJECTS_PARQUET)):
@@ -46,7 +48,8 @@ def run_index(params: Params, args: argparse.Namespace) -> None:
         written.append(paths.INDEX_METRICS)
         if images.is_empty():
             logging.getLogger("linefuse").warning(
-                "index: no usable image under %s (%d rejected)", source, rejects.height)
+                "index: no usable image under %s (%d rejected)", source, rejects.height
+            )
 
 
 def run_shard(params: Params, args: argparse.Namespace) -> None:
@@ -75,8 +78,9 @@ def run_embed(params: Params, args: argparse.Namespace) -> None:
     with stage(f"embed@{level}") as written:
         with atomic_dir(out) as tmp:
             device = _device(params, f"embed@{level}")
-            metrics = embed_level(params, level, shards, paths.IMAGES_PARQUET, tmp,
-                                  device=device.value)
+            metrics = embed_level(
+                params, level, shards, paths.IMAGES_PARQUET, tmp, device=device.value
+            )
         metrics |= {"device": device.value, "device_reason": device.reason}
         write_json(paths.embed_metrics(level), metrics)
         written += [out, paths.embed_metrics(level)]
@@ -96,13 +100,16 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
 
     level = args.level
     if level not in params.train.curriculum:
-        raise UserError(f"--level {level}: not in train.curriculum "
-                        f"({', '.join(params.train.order())})")
+        raise UserError(
+            f"--level {level}: not in train.curriculum ({', '.join(params.train.order())})"
+        )
     job = train_job(params, level)
     for needed in [paths.BASE_DIR] + ([job.init_adapter] if job.init_adapter else []):
         if not needed.is_dir():
-            raise UserError(f"{needed} is missing; run the stage that writes it first "
-                            f"(dvc repro, or snakemake {needed})")
+            raise UserError(
+                f"{needed} is missing; run the stage that writes it first "
+                f"(dvc repro, or snakemake {needed})"
+            )
     with stage(job.name) as written:
         run(params, job)
         written += [job.out_dir, job.metrics_path]
@@ -112,8 +119,10 @@ def run_train_domains(params: Params, args: argparse.Namespace) -> None:
     from linefuse.train.domains import LOG_DIR, METRICS_PATH, train_domain_adapters
 
     if params.train.adapters == "per_domain" and not paths.BASE_DIR.is_dir():
-        raise UserError(f"{paths.BASE_DIR} is missing; run the stage that writes it first "
-                        f"(dvc repro, or snakemake {paths.BASE_DIR})")
+        raise UserError(
+            f"{paths.BASE_DIR} is missing; run the stage that writes it first "
+            f"(dvc repro, or snakemake {paths.BASE_DIR})"
+        )
     with stage("train_domains") as written:
         train_domain_adapters(params)
         written += [paths.DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
@@ -139,8 +148,12 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     if few := report.get("few_step"):
         logging.getLogger("linefuse").info(
             "evaluate: %d steps vs %d: %+.2f dB mean shortfall (worst cell %+.2f), %.1fx faster",
-            few["steps"], few["reference_steps"], few["psnr_shortfall_db"],
-            few["max_cell_shortfall_db"], few["speedup"])
+            few["steps"],
+            few["reference_steps"],
+            few["psnr_shortfall_db"],
+            few["max_cell_shortfall_db"],
+            few["speedup"],
+        )
 
 
 def run_report(params: Params, args: argparse.Namespace) -> None:
@@ -157,8 +170,15 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
     with stage("restore") as written:
         device = _device(params, "restore", args.device)
         adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
-        restored, skipped = restore_files(params, args.inputs, adapter, args.steps,
-                                          Path(args.out), seed=args.seed, device=device.value)
+        restored, skipped = restore_files(
+            params,
+            args.inputs,
+            adapter,
+            args.steps,
+            Path(args.out),
+            seed=args.seed,
+            device=device.value,
+        )
         written.append(Path(args.out))
     for path, reason in skipped:
         print(f"linefuse: skipped {path}: {reason}", file=sys.stderr)
@@ -171,14 +191,19 @@ def run_serve(params: Params, args: argparse.Namespace) -> None:
     from linefuse.serve.app import create_app
 
     device = _device(params, "serve", args.device)
-    uvicorn.run(create_app(params, Path(args.adapters), device.value), host=args.host,
-                port=args.port, log_level="info")
+    uvicorn.run(
+        create_app(params, Path(args.adapters), device.value),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+    )
 
 
 def _known_level(params: Params, level: str) -> str:
     if level not in params.degrade.levels:
-        raise UserError(f"--level {level}: not in degrade.levels "
-                        f"({', '.join(params.degrade.levels)})")
+        raise UserError(
+            f"--level {level}: not in degrade.levels ({', '.join(params.degrade.levels)})"
+        )
     return level
 
 
@@ -186,53 +211,92 @@ def _device(params: Params, name: str, requested: str | None = None):
     """The device for `name` (--device, else compute.device), logged with the reason."""
     from linefuse.hardware import choose_device
 
-    choice = (choose_device(requested, "--device") if requested
-              else choose_device(params.compute.device))
+    choice = (
+        choose_device(requested, "--device") if requested else choose_device(params.compute.device)
+    )
     logging.getLogger("linefuse").info("%s: device %s (%s)", name, choice.value, choice.reason)
     return choice
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="linefuse", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    parser.add_argument(
+        "--params", default="params.yaml", help="params file (default: %(default)s)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
 
     def add(name: str, handler, help: str, workers: bool = False) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help)
         sub.set_defaults(handler=handler, workers=1)
         if workers:
-            sub.add_argument("--workers", type=int, default=default_workers(),
-                             help="processes to use; never changes the output (default: all cores)")
+            sub.add_argument(
+                "--workers",
+                type=int,
+                default=default_workers(),
+                help="processes to use; never changes the output (default: all cores)",
+            )
         return sub
 
-    add("generate", run_generate, "render the synthetic spectrum charts (the default data)",
-        workers=True)
+    add(
+        "generate",
+        run_generate,
+        "render the synthetic spectrum charts (the default data)",
+        workers=True,
+    )
     add("index", run_index, f"index data.source_dir into {paths.INDEX_DIR}/*.parquet", workers=True)
-    add("shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True).add_argument(
-        "--level", required=True, help="a name from degrade.levels")
-    add("embed", run_embed, "cache one level's pixels or VAE latents and prompt embeddings"
-        ).add_argument("--level", required=True, help="a name from degrade.levels")
-    add("pretrain", run_pretrain, "train the tiny base UNet on every level (or widen a pretrained one)")
+    add(
+        "shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True
+    ).add_argument("--level", required=True, help="a name from degrade.levels")
+    add(
+        "embed", run_embed, "cache one level's pixels or VAE latents and prompt embeddings"
+    ).add_argument("--level", required=True, help="a name from degrade.levels")
+    add(
+        "pretrain",
+        run_pretrain,
+        "train the tiny base UNet on every level (or widen a pretrained one)",
+    )
     add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
-        "--level", required=True, help="a name from train.curriculum")
-    add("train-domains", run_train_domains, "with train.adapters: per_domain, one LoRA adapter "
-        "per blur domain and their weighted merge")
-    profiler = add("profile", run_profile, "time a few training steps: data loading, forward and "
-                   "backward per UNet block, optimizer step (saves no model, state or log)")
+        "--level", required=True, help="a name from train.curriculum"
+    )
+    add(
+        "train-domains",
+        run_train_domains,
+        "with train.adapters: per_domain, one LoRA adapter "
+        "per blur domain and their weighted merge",
+    )
+    profiler = add(
+        "profile",
+        run_profile,
+        "time a few training steps: data loading, forward and "
+        "backward per UNet block, optimizer step (saves no model, state or log)",
+    )
     job = profiler.add_mutually_exclusive_group()
-    job.add_argument("--level", help=f"a name from train.curriculum, trained as LoRA on "
-                     f"{paths.BASE_DIR} (default: the first level)")
+    job.add_argument(
+        "--level",
+        help=f"a name from train.curriculum, trained as LoRA on "
+        f"{paths.BASE_DIR} (default: the first level)",
+    )
     job.add_argument("--full", action="store_true", help="the full fine-tune (pretrain) instead")
-    profiler.add_argument("--steps", type=int, default=10, help="timed steps, after 2 untimed "
-                          "warm-up steps (default: %(default)s)")
+    profiler.add_argument(
+        "--steps",
+        type=int,
+        default=10,
+        help="timed steps, after 2 untimed warm-up steps (default: %(default)s)",
+    )
     profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
-    add("report", run_report, f"{paths.REPORT_HTML}: the eval tables, plots, samples and params "
-        "on one static page")
+    add(
+        "report",
+        run_report,
+        f"{paths.REPORT_HTML}: the eval tables, plots, samples and params on one static page",
+    )
     restore = add("restore", run_restore, "restore image files or folders of any size")
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
-    restore.add_argument("--adapter", help=f"an adapter folder (default: {paths.LORA_DIR}/LEVEL "
-                         f"for the last level of train.curriculum, as serve uses)")
+    restore.add_argument(
+        "--adapter",
+        help=f"an adapter folder (default: {paths.LORA_DIR}/LEVEL "
+        f"for the last level of train.curriculum, as serve uses)",
+    )
     restore.add_argument("--steps", type=int, default=25, help="DDIM steps (default: %(default)s)")
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
@@ -240,8 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = add("serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--adapters", default=str(paths.LORA_DIR), help="folder of adapter folders "
-                       "(default: %(default)s)")
+    serve.add_argument(
+        "--adapters",
+        default=str(paths.LORA_DIR),
+        help="folder of adapter folders (default: %(default)s)",
+    )
     serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
     return parser
 
@@ -282,8 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         # half-written files being discarded fail again as they are finalised; that is noise
         sys.unraisablehook = lambda unraisable: None
         where = f" {disk.filename}" if disk.filename else ""
-        print(f"linefuse: error: cannot write{where}: {disk.strerror}; free space or fix "
-              f"permissions and rerun (earlier outputs are untouched)", file=sys.stderr)
+        print(
+            f"linefuse: error: cannot write{where}: {disk.strerror}; free space or fix "
+            f"permissions and rerun (earlier outputs are untouched)",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("linefuse: interrupted; nothing was marked as done", file=sys.stderr)

@@ -24,8 +24,15 @@ NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 # environment variables that cap the kernels PyTorch and oneDNN use below what the CPU has
 ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 # ONEDNN_MAX_CPU_ISA values that keep oneDNN from those instructions even where the CPU has them
-ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
-                     "AVX512_CORE_VNNI"}
+ISAS_WITHOUT_BF16 = {
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+}
 
 
 @dataclass(frozen=True)
@@ -87,34 +94,48 @@ def choose_precision(requested: str, device: str) -> Choice:
     on_gpu = device.startswith("cuda")
     if requested != "auto":
         if requested == "fp16" and not on_gpu:
-            raise UserError("optim.precision: fp16 needs a CUDA GPU; use auto, fp32 or bf16 on "
-                            "the CPU")
+            raise UserError(
+                "optim.precision: fp16 needs a CUDA GPU; use auto, fp32 or bf16 on the CPU"
+            )
         if requested == "bf16" and not on_gpu and not native_bf16_flags():
-            return Choice("bf16", f"set to bf16, although CPU {cpu_model()} has no native bf16 "
-                          f"({' / '.join(NATIVE_BF16_FLAGS)}): expect it ~10x slower than fp32")
+            return Choice(
+                "bf16",
+                f"set to bf16, although CPU {cpu_model()} has no native bf16 "
+                f"({' / '.join(NATIVE_BF16_FLAGS)}): expect it ~10x slower than fp32",
+            )
         return Choice(requested, f"set to {requested}")
     if on_gpu:
         name = torch.cuda.get_device_name(device)
         if torch.cuda.is_bf16_supported():
             return Choice("bf16", f"auto: GPU {name} supports bf16")
         major, minor = torch.cuda.get_device_capability(device)
-        return Choice("fp16", f"auto: GPU {name} (compute capability {major}.{minor}) lacks "
-                      f"bf16; fp16 with gradient scaling")
+        return Choice(
+            "fp16",
+            f"auto: GPU {name} (compute capability {major}.{minor}) lacks "
+            f"bf16; fp16 with gradient scaling",
+        )
     native = native_bf16_flags()
     if native:
         return Choice("bf16", f"auto: CPU {cpu_model()} runs bf16 natively ({', '.join(native)})")
-    return Choice("fp32", f"auto: CPU {cpu_model()} has no native bf16 (no "
-                  f"{' / '.join(NATIVE_BF16_FLAGS)}), where bf16 runs ~10x slower than fp32")
+    return Choice(
+        "fp32",
+        f"auto: CPU {cpu_model()} has no native bf16 (no "
+        f"{' / '.join(NATIVE_BF16_FLAGS)}), where bf16 runs ~10x slower than fp32",
+    )
 
 
 def machine_summary() -> dict:
     """The machine behind a figure: CPU model, its bf16 flags, torch's kernels, the GPU if any."""
-    summary = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
-               "torch_threads": torch.get_num_threads(),
-               "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-               "native_bf16_flags": native_bf16_flags(), "torch": torch.__version__,
-               "isa_caps": {name: os.environ[name] for name in ISA_CAPS if name in os.environ},
-               "platform": platform.platform()}
+    summary = {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "native_bf16_flags": native_bf16_flags(),
+        "torch": torch.__version__,
+        "isa_caps": {name: os.environ[name] for name in ISA_CAPS if name in os.environ},
+        "platform": platform.platform(),
+    }
     if torch.cuda.is_available():
         summary["gpu"] = torch.cuda.get_device_name(0)
     return summary

@@ -50,8 +50,9 @@ def _range(kind: type, low: float | None = None, high: float | None = None):
     def check(value: Any) -> tuple:
         if not isinstance(value, (list, tuple)) or len(value) != 2:
             raise ValueError("must be a [low, high] pair")
-        lo, hi = (kind(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-                  for v in value)
+        lo, hi = (
+            kind(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value
+        )
         if not all(isinstance(v, (int, float)) for v in (lo, hi)):
             raise ValueError(f"must be a [low, high] pair of {kind.__name__}s")
         if kind is int and (lo != int(lo) or hi != int(hi)):
@@ -183,9 +184,11 @@ class DegradeParams(Strict):
             table = getattr(self, domain)
             for level in self.levels:
                 if level not in table:
-                    raise _KeyedError(f"degrade.{domain}.{level}",
-                                      f"missing; every domain needs an entry for each of "
-                                      f"degrade.levels ({', '.join(self.levels)})")
+                    raise _KeyedError(
+                        f"degrade.{domain}.{level}",
+                        f"missing; every domain needs an entry for each of "
+                        f"degrade.levels ({', '.join(self.levels)})",
+                    )
         return self
 
     def level(self, domain: str, level: str) -> Strict:
@@ -206,7 +209,8 @@ class ShardParams(Strict):
 
 
 class ModelParams(Strict):
-    """The diffusion formulation; `unet`, `vae` and `text_encoder` are `tiny`/null or local folders."""
+    """The diffusion formulation; `unet`, `vae` and `text_encoder` are `tiny`/null or local
+    folders."""
 
     unet: str
     vae: str | None
@@ -222,7 +226,9 @@ class ModelParams(Strict):
     @classmethod
     def _unet_folder(cls, unet: str) -> str:
         if unet != "tiny":
-            _existing_folder(unet, "config.json", "a local diffusers UNet2DConditionModel folder or tiny")
+            _existing_folder(
+                unet, "config.json", "a local diffusers UNet2DConditionModel folder or tiny"
+            )
         return unet
 
     @field_validator("vae")
@@ -236,8 +242,12 @@ class ModelParams(Strict):
     @classmethod
     def _text_encoder_folder(cls, folder: str | None) -> str | None:
         if folder is not None:
-            _existing_folder(folder, "text_encoder", "a local folder holding text_encoder/ and "
-                             "tokenizer/ (a Stable Diffusion layout) or null")
+            _existing_folder(
+                folder,
+                "text_encoder",
+                "a local folder holding text_encoder/ and "
+                "tokenizer/ (a Stable Diffusion layout) or null",
+            )
         return folder
 
 
@@ -289,8 +299,10 @@ class LoaderParams(Strict):
         for level, urls in shard_urls.items():
             for url in [urls] if isinstance(urls, str) else urls:
                 if "://" in url and not url.startswith(STREAM_SCHEMES):
-                    raise ValueError(f"{level}: {url} has a scheme WebDataset cannot open; "
-                                     f"accepts a path, {', '.join(STREAM_SCHEMES)} or pipe:COMMAND")
+                    raise ValueError(
+                        f"{level}: {url} has a scheme WebDataset cannot open; "
+                        f"accepts a path, {', '.join(STREAM_SCHEMES)} or pipe:COMMAND"
+                    )
         return shard_urls
 
 
@@ -347,8 +359,6 @@ class CurriculumLevel(Strict):
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
 
 
-
-
 class PerDomainParams(Strict):
     """One adapter per blur domain on the base (train_domains), and their weighted merge."""
 
@@ -361,16 +371,25 @@ class PerDomainParams(Strict):
     @model_validator(mode="after")
     def _weights_match_domains(self) -> PerDomainParams:
         if not self.domains or len(set(self.domains)) != len(self.domains):
-            raise _KeyedError("train.per_domain.domains", "needs one or more distinct blur "
-                              "domains, e.g. [gaussian, scan, compression]")
+            raise _KeyedError(
+                "train.per_domain.domains",
+                "needs one or more distinct blur domains, e.g. [gaussian, scan, compression]",
+            )
         if self.weights is not None and len(self.weights) != len(self.domains):
-            raise _KeyedError("train.per_domain.weights", f"gives {len(self.weights)} weights "
-                              f"for {len(self.domains)} domains; give one per domain, or null "
-                              f"for equal weights")
+            raise _KeyedError(
+                "train.per_domain.weights",
+                f"gives {len(self.weights)} weights "
+                f"for {len(self.domains)} domains; give one per domain, or null "
+                f"for equal weights",
+            )
         return self
 
     def merge_weights(self) -> list[float]:
-        return list(self.weights) if self.weights is not None else [1.0 / len(self.domains)] * len(self.domains)
+        return (
+            list(self.weights)
+            if self.weights is not None
+            else [1.0 / len(self.domains)] * len(self.domains)
+        )
 
 
 class TrainParams(Strict):
@@ -386,8 +405,11 @@ class TrainParams(Strict):
     def _curriculum_is_a_chain(self) -> TrainParams:
         order = self.order()  # raises on unknown predecessors and cycles
         if self.unfreeze.level is not None and self.unfreeze.level not in order:
-            raise _KeyedError("train.unfreeze.level", f"{self.unfreeze.level!r} is not a "
-                              f"curriculum level; accepts null or one of {', '.join(order)}")
+            raise _KeyedError(
+                "train.unfreeze.level",
+                f"{self.unfreeze.level!r} is not a "
+                f"curriculum level; accepts null or one of {', '.join(order)}",
+            )
         return self
 
     def predecessor(self, level: str) -> str | None:
@@ -397,9 +419,11 @@ class TrainParams(Strict):
             return None
         before = init.removeprefix(f"{LORA_DIR.as_posix()}/")
         if not init.startswith(f"{LORA_DIR.as_posix()}/") or before not in self.curriculum:
-            raise _KeyedError(f"train.curriculum.{level}.init",
-                              f"{init!r} names no curriculum level; accepts {BASE_DIR} or "
-                              f"{LORA_DIR}/LEVEL for one of {', '.join(self.curriculum)}")
+            raise _KeyedError(
+                f"train.curriculum.{level}.init",
+                f"{init!r} names no curriculum level; accepts {BASE_DIR} or "
+                f"{LORA_DIR}/LEVEL for one of {', '.join(self.curriculum)}",
+            )
         return before
 
     def training_levels(self, level: str) -> list[str]:
@@ -409,7 +433,7 @@ class TrainParams(Strict):
         order = self.order()
         if not self.ordered:
             return order
-        return order[:order.index(level) + 1] if self.replay else [level]
+        return order[: order.index(level) + 1] if self.replay else [level]
 
     def order(self) -> list[str]:
         """Levels from the one that starts at the base to the last, following `init`."""
@@ -417,15 +441,21 @@ class TrainParams(Strict):
             raise _KeyedError("train.curriculum", "is empty; give at least one level")
         roots = [level for level in self.curriculum if self.predecessor(level) is None]
         if len(roots) != 1:
-            raise _KeyedError("train.curriculum", f"exactly one level must start from {BASE_DIR}; "
-                              f"found {len(roots)}" + (" (the levels form a cycle)" if not roots else ""))
+            raise _KeyedError(
+                "train.curriculum",
+                f"exactly one level must start from {BASE_DIR}; "
+                f"found {len(roots)}" + (" (the levels form a cycle)" if not roots else ""),
+            )
         order, followers = [roots[0]], {self.predecessor(lv): lv for lv in self.curriculum}
         while order[-1] in followers and len(order) <= len(self.curriculum):
             order.append(followers[order[-1]])
         if len(order) != len(self.curriculum) or len(followers) != len(self.curriculum):
             stray = next(lv for lv in self.curriculum if lv not in order)
-            raise _KeyedError(f"train.curriculum.{stray}.init", "makes a cycle or a branch; each "
-                              "level must start from the one before it, in one chain from the base")
+            raise _KeyedError(
+                f"train.curriculum.{stray}.init",
+                "makes a cycle or a branch; each "
+                "level must start from the one before it, in one chain from the base",
+            )
         return order
 
 
@@ -459,7 +489,8 @@ class EvalParams(Strict):
         return sorted(steps)
 
     def shown_steps(self) -> int:
-        """The step count the summary, samples.png and the report show: 25 if measured, else the last."""
+        """The step count the summary, samples.png and the report show: 25 if measured, else the
+        last."""
         return 25 if 25 in self.steps else self.steps[-1]
 
 
@@ -488,12 +519,18 @@ class LaunchParams(Strict):
     def _config_runs_that_many(self) -> LaunchParams:
         # a missing file is the engines' to report: it is a declared input of the training stages
         config = Path(self.config)
-        distributed = (yaml.safe_load(config.read_text()) or {}).get("distributed_type", "NO") \
-            if config.is_file() else None
+        distributed = (
+            (yaml.safe_load(config.read_text()) or {}).get("distributed_type", "NO")
+            if config.is_file()
+            else None
+        )
         if self.processes > 1 and distributed == "NO":
-            raise _KeyedError("launch.processes", f"{self.processes} processes need a multi-process "
-                              f"config; {self.config} runs one (distributed_type: NO); set "
-                              f"launch.config: workflow/accelerate/ddp.yaml")
+            raise _KeyedError(
+                "launch.processes",
+                f"{self.processes} processes need a multi-process "
+                f"config; {self.config} runs one (distributed_type: NO); set "
+                f"launch.config: workflow/accelerate/ddp.yaml",
+            )
         return self
 
 
@@ -516,24 +553,31 @@ class Params(Strict):
     def _per_domain_domains_are_degrade_domains(self) -> Params:
         for domain in self.train.per_domain.domains:
             if domain not in self.degrade.domains:
-                raise _KeyedError("train.per_domain.domains", f"{domain!r} is not in "
-                                  f"degrade.domains; accepts {', '.join(self.degrade.domains)}")
+                raise _KeyedError(
+                    "train.per_domain.domains",
+                    f"{domain!r} is not in "
+                    f"degrade.domains; accepts {', '.join(self.degrade.domains)}",
+                )
         return self
 
     @model_validator(mode="after")
     def _curriculum_levels_are_shard_levels(self) -> Params:
         for level in self.train.curriculum:
             if level not in self.degrade.levels:
-                raise _KeyedError(f"train.curriculum.{level}", f"is not in degrade.levels "
-                                  f"({', '.join(self.degrade.levels)})")
+                raise _KeyedError(
+                    f"train.curriculum.{level}",
+                    f"is not in degrade.levels ({', '.join(self.degrade.levels)})",
+                )
         return self
 
     @model_validator(mode="after")
     def _shard_urls_name_levels(self) -> Params:
         for level in self.loader.shard_urls:
             if level not in self.degrade.levels:
-                raise _KeyedError(f"loader.shard_urls.{level}", f"is not in degrade.levels "
-                                  f"({', '.join(self.degrade.levels)})")
+                raise _KeyedError(
+                    f"loader.shard_urls.{level}",
+                    f"is not in degrade.levels ({', '.join(self.degrade.levels)})",
+                )
         return self
 
     @model_validator(mode="after")
@@ -542,9 +586,12 @@ class Params(Strict):
         if Path(self.data.source_dir) == GENERATED_DIR:
             smallest = min(charts.width, charts.height)
             if self.shards.crop > smallest:
-                raise _KeyedError("shards.crop", f"{self.shards.crop} px is larger than the "
-                                  f"generated charts ({charts.width}x{charts.height}); "
-                                  f"accepts at most {smallest}")
+                raise _KeyedError(
+                    "shards.crop",
+                    f"{self.shards.crop} px is larger than the "
+                    f"generated charts ({charts.width}x{charts.height}); "
+                    f"accepts at most {smallest}",
+                )
         return self
 
 
@@ -591,7 +638,9 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ParamsError(f"{path}: not found; run from the project root or pass --params PATH") from None
+        raise ParamsError(
+            f"{path}: not found; run from the project root or pass --params PATH"
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -64,8 +64,12 @@ def render_chart(spectrum: np.ndarray, rng: np.random.Generator, cfg: ChartParam
     s, W, H = SUPERSAMPLE, cfg.width * SUPERSAMPLE, cfg.height * SUPERSAMPLE
     px = cfg.dpi / 72.0 * s  # supersampled pixels per point
     # Sample every style choice, used or not, so one probability never shifts the others' draws.
-    axes, grid, labels, paper = rng.random(4) < (cfg.axes_prob, cfg.grid_prob,
-                                                 cfg.labels_prob, cfg.paper_prob)
+    axes, grid, labels, paper = rng.random(4) < (
+        cfg.axes_prob,
+        cfg.grid_prob,
+        cfg.labels_prob,
+        cfg.paper_prob,
+    )
     ink = INKS[int(rng.integers(len(INKS)))]
     if cfg.pure_line:
         axes = grid = labels = paper = False
@@ -113,21 +117,26 @@ def render_chart(spectrum: np.ndarray, rng: np.random.Generator, cfg: ChartParam
         dark = (30, 30, 30)
         write = partial(draw.text, fill=dark, font=font)
         draw.rectangle([x0, y0, x1, y1], outline=dark, width=round(0.8 * px))
-        for v, name in zip(xticks, xnames):
+        for v, name in zip(xticks, xnames, strict=True):
             draw.line([(to_x(v), y1), (to_x(v), y1 + tick)], fill=dark, width=round(0.8 * px))
             if labels:
                 write((to_x(v), y1 + tick + 0.3 * text_h), name, anchor="mt")
-        for v, name in zip(yticks, ynames):
+        for v, name in zip(yticks, ynames, strict=True):
             draw.line([(x0 - tick, to_y(v)), (x0, to_y(v))], fill=dark, width=round(0.8 * px))
             if labels:
                 write((x0 - tick - 0.3 * text_h, to_y(v)), name, anchor="rm")
         if labels:
             write(((x0 + x1) / 2, H - 0.2 * text_h), "Wavelength (nm)", anchor="md")
             title = Image.new("L", (H, W))  # drawn sideways, then turned to read upwards
-            ImageDraw.Draw(title).text((H - (y0 + y1) / 2, 0.2 * text_h), "Intensity (a.u.)",
-                                       fill=255, font=font, anchor="mt")
+            ImageDraw.Draw(title).text(
+                (H - (y0 + y1) / 2, 0.2 * text_h),
+                "Intensity (a.u.)",
+                fill=255,
+                font=font,
+                anchor="mt",
+            )
             canvas.paste(dark, (0, 0), title.rotate(90, expand=True))
-    line = [(to_x(a), to_y(b)) for a, b in zip(x, y)]
+    line = [(to_x(a), to_y(b)) for a, b in zip(x, y, strict=True)]
     draw.line(line, fill=ink, width=max(1, round(cfg.line_width_pt * px)), joint="curve")
 
     image = np.asarray(canvas.resize((cfg.width, cfg.height), Image.BOX))
@@ -146,10 +155,17 @@ def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
     spectrum = make_spectrum(rng, cfg)
     image = render_chart(spectrum, rng, cfg)
     stem = out_dir / f"chart_{index:05d}"
-    np.savetxt(stem.with_suffix(".csv"), spectrum, fmt="%.6f", delimiter=",",
-               header="wavelength,intensity", comments="")
-    Image.fromarray(image).save(stem.with_suffix(".png"), format="PNG", optimize=False,
-                                       compress_level=6)
+    np.savetxt(
+        stem.with_suffix(".csv"),
+        spectrum,
+        fmt="%.6f",
+        delimiter=",",
+        header="wavelength,intensity",
+        comments="",
+    )
+    Image.fromarray(image).save(
+        stem.with_suffix(".png"), format="PNG", optimize=False, compress_level=6
+    )
 
 
 def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:

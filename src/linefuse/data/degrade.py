@@ -40,8 +40,9 @@ def item_rng(seed: int, *parts: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy))
 
 
-def degrade(image: np.ndarray, domain: str, level: Level,
-            rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+def degrade(
+    image: np.ndarray, domain: str, level: Level, rng: np.random.Generator
+) -> tuple[np.ndarray, dict]:
     """Degrade an (H, W, 3) uint8 RGB image with one domain; return (image, drawn params)."""
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"expected an (H, W, 3) uint8 image, got {image.shape} {image.dtype}")
@@ -91,14 +92,14 @@ def _motion_kernel(length: int, angle: float) -> np.ndarray:
     n = 16 * length
     t = (np.arange(n) + 0.5) / n * length - length / 2
     a = math.radians(angle)
-    xs, ys = radius + t * math.cos(a), radius - t * math.sin(a)   # image rows grow downwards
+    xs, ys = radius + t * math.cos(a), radius - t * math.sin(a)  # image rows grow downwards
     x0, y0 = np.floor(xs).astype(int), np.floor(ys).astype(int)
     fx, fy = xs - x0, ys - y0
     k = np.zeros((2 * radius + 2, 2 * radius + 2))
     for dy, wy in ((0, 1 - fy), (1, fy)):
         for dx, wx in ((0, 1 - fx), (1, fx)):
             np.add.at(k, (y0 + dy, x0 + dx), wy * wx)
-    k = k[: 2 * radius + 1, : 2 * radius + 1]                     # the extra row/col only gets 0
+    k = k[: 2 * radius + 1, : 2 * radius + 1]  # the extra row/col only gets 0
     return k / k.sum()
 
 
@@ -119,8 +120,10 @@ def _to_uint8(image: np.ndarray) -> np.ndarray:
 
 def _convolve(image: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     kernel = kernel.astype(np.float32)
-    return np.stack([ndimage.convolve(image[..., c], kernel, mode="reflect")
-                     for c in range(image.shape[2])], axis=-1)
+    return np.stack(
+        [ndimage.convolve(image[..., c], kernel, mode="reflect") for c in range(image.shape[2])],
+        axis=-1,
+    )
 
 
 def _gaussian(image, level: GaussianLevel, rng):
@@ -162,25 +165,39 @@ def _scan(image, level: ScanLevel, rng):
     img = _to_float(image)
 
     fade = level.line_fade * np.clip(_smooth_field(rng, (h, w), 6), 0.0, 1.0)
-    img = img + (1.0 - img) * fade[..., None]          # lightens dark ink; white stays white
+    img = img + (1.0 - img) * fade[..., None]  # lightens dark ink; white stays white
 
     a = math.radians(rotation)
     matrix = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]]) @ np.array(
-        [[1.0, 0.0], [shear, 1.0]])                   # (row, col): col += shear * row
+        [[1.0, 0.0], [shear, 1.0]]
+    )  # (row, col): col += shear * row
     centre = np.array([(h - 1) / 2, (w - 1) / 2])
     offset = centre - matrix @ centre
-    img = np.stack([ndimage.affine_transform(img[..., c], matrix, offset, order=1, mode="nearest")
-                    for c in range(3)], axis=-1)
+    img = np.stack(
+        [
+            ndimage.affine_transform(img[..., c], matrix, offset, order=1, mode="nearest")
+            for c in range(3)
+        ],
+        axis=-1,
+    )
 
     img = ndimage.gaussian_filter(img, (level.blur, level.blur, 0), mode="reflect", truncate=4)
     img = level.contrast * img + (1.0 - level.contrast) * paper
     img = img * (1.0 + level.background * _smooth_field(rng, (h, w), 4))[..., None]
-    grain = ndimage.gaussian_filter(rng.standard_normal((h, w, 3), dtype=np.float32),
-                                    (0.7, 0.7, 0), mode="reflect")
+    grain = ndimage.gaussian_filter(
+        rng.standard_normal((h, w, 3), dtype=np.float32), (0.7, 0.7, 0), mode="reflect"
+    )
     img = img + grain / max(float(grain.std()), 1e-12) * (0.1 * level.noise)
-    drawn = {"rotation": rotation, "shear_x": shear, "paper": paper, "blur": level.blur,
-             "contrast": level.contrast, "noise": level.noise, "background": level.background,
-             "line_fade": level.line_fade}
+    drawn = {
+        "rotation": rotation,
+        "shear_x": shear,
+        "paper": paper,
+        "blur": level.blur,
+        "contrast": level.contrast,
+        "noise": level.noise,
+        "background": level.background,
+        "line_fade": level.line_fade,
+    }
     return _to_uint8(img), drawn
 
 
@@ -188,8 +205,9 @@ def _compression(image, level: CompressionLevel, rng):
     """JPEG artefacts: blocking and ringing around the thin line, with fixed encoder settings."""
     quality = int(rng.integers(level.quality[0], level.quality[1], endpoint=True))
     buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="JPEG", quality=quality, subsampling=2,
-                                optimize=False, progressive=False)
+    Image.fromarray(image).save(
+        buffer, format="JPEG", quality=quality, subsampling=2, optimize=False, progressive=False
+    )
     buffer.seek(0)
     with Image.open(buffer) as decoded:
         out = np.asarray(decoded.convert("RGB"), dtype=np.uint8).copy()

@@ -53,6 +53,7 @@ def find_images(root: Path) -> list[Path]:
     found = []
     for folder, dirs, files in os.walk(root, followlinks=False):
         dirs.sort()
-        found.extend(Path(folder) / name for name in files
-                     if Path(name).suffix.lower() in IMAGE_SUFFIXES)
+        found.extend(
+            Path(folder) / name for name in files if Path(name).suffix.lower() in IMAGE_SUFFIXES
+        )
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())

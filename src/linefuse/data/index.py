@@ -21,8 +21,14 @@ from linefuse.params import DataParams, SplitRatios
 from linefuse.stage import ordered_map
 
 IMAGES_SCHEMA = {
-    "id": pl.String, "path": pl.String, "width": pl.Int64, "height": pl.Int64,
-    "channels": pl.Int64, "mode": pl.String, "bytes": pl.Int64, "split": pl.String,
+    "id": pl.String,
+    "path": pl.String,
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "channels": pl.Int64,
+    "mode": pl.String,
+    "bytes": pl.Int64,
+    "split": pl.String,
     "prompt": pl.String,
 }
 REJECTS_SCHEMA = {"path": pl.String, "reason": pl.String, "detail": pl.String}
@@ -74,11 +80,17 @@ def probe(task: tuple[Path, Path, int, int]) -> Probe:
         image = Image.open(io.BytesIO(data))
         width, height = image.size
         if width * height > max_pixels:
-            return Probe(rel, reason="oversized",
-                         detail=f"{width}x{height} exceeds data.max_pixels={max_pixels}")
+            return Probe(
+                rel,
+                reason="oversized",
+                detail=f"{width}x{height} exceeds data.max_pixels={max_pixels}",
+            )
         if min(width, height) < min_side:
-            return Probe(rel, reason="too_small",
-                         detail=f"{width}x{height} is below data.min_side={min_side}")
+            return Probe(
+                rel,
+                reason="too_small",
+                detail=f"{width}x{height} is below data.min_side={min_side}",
+            )
         image.load()
     except UnidentifiedImageError:
         return Probe(rel, reason="not_an_image", detail="no image format recognised")
@@ -88,8 +100,16 @@ def probe(task: tuple[Path, Path, int, int]) -> Probe:
         return Probe(rel, reason="truncated" if truncated else "corrupt", detail=message)
     sidecar = path.with_suffix(".txt")
     prompt = sidecar.read_text(errors="replace").strip() if sidecar.is_file() else ""
-    return Probe(rel, id=content_id(data), width=width, height=height,
-                 channels=len(image.getbands()), mode=image.mode, bytes=len(data), prompt=prompt)
+    return Probe(
+        rel,
+        id=content_id(data),
+        width=width,
+        height=height,
+        channels=len(image.getbands()),
+        mode=image.mode,
+        bytes=len(data),
+        prompt=prompt,
+    )
 
 
 def build_index(params: DataParams, workers: int = 1) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -104,14 +124,28 @@ def build_index(params: DataParams, workers: int = 1) -> tuple[pl.DataFrame, pl.
         if found.reason:
             rejects.append({"path": found.path, "reason": found.reason, "detail": found.detail})
         elif found.id in first_path_of:
-            rejects.append({"path": found.path, "reason": "duplicate",
-                            "detail": f"same content as {first_path_of[found.id]}"})
+            rejects.append(
+                {
+                    "path": found.path,
+                    "reason": "duplicate",
+                    "detail": f"same content as {first_path_of[found.id]}",
+                }
+            )
         else:
             first_path_of[found.id] = found.path
-            kept.append({"id": found.id, "path": found.path, "width": found.width,
-                         "height": found.height, "channels": found.channels, "mode": found.mode,
-                         "bytes": found.bytes, "split": split_for(found.id, params.split),
-                         "prompt": found.prompt})
+            kept.append(
+                {
+                    "id": found.id,
+                    "path": found.path,
+                    "width": found.width,
+                    "height": found.height,
+                    "channels": found.channels,
+                    "mode": found.mode,
+                    "bytes": found.bytes,
+                    "split": split_for(found.id, params.split),
+                    "prompt": found.prompt,
+                }
+            )
     return pl.DataFrame(kept, schema=IMAGES_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
 
 

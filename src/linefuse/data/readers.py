@@ -38,8 +38,10 @@ class LmdbPairs:
         rows = read_manifest(level_dir, split).to_dicts()
         self.keys = [row["key"].encode() for row in rows]
         self.shapes = [(2, row["height"], row["width"], row["channels"]) for row in rows]
-        self.metas = [{**{k: row[k] for k in META_FIELDS}, "params": json.loads(row["params"])}
-                      for row in rows]
+        self.metas = [
+            {**{k: row[k] for k in META_FIELDS}, "params": json.loads(row["params"])}
+            for row in rows
+        ]
         self._env = None
 
     def __len__(self) -> int:
@@ -47,8 +49,14 @@ class LmdbPairs:
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray, dict]:
         if self._env is None:
-            self._env = lmdb.open(self.path, readonly=True, lock=False, readahead=False,
-                                  meminit=False, max_readers=512)
+            self._env = lmdb.open(
+                self.path,
+                readonly=True,
+                lock=False,
+                readahead=False,
+                meminit=False,
+                max_readers=512,
+            )
         with self._env.begin(buffers=True) as txn:
             pair = np.frombuffer(txn.get(self.keys[index]), dtype=np.uint8)
             pair = pair.reshape(self.shapes[index]).copy()
@@ -71,7 +79,7 @@ def collate_pairs(batch: list[tuple]) -> tuple:
     """
     import torch
 
-    blurred, sharp, metas = zip(*batch)
+    blurred, sharp, metas = zip(*batch, strict=True)
     return torch.from_numpy(np.stack(blurred)), torch.from_numpy(np.stack(sharp)), list(metas)
 
 
@@ -83,16 +91,22 @@ def _as_triple(sample: dict) -> tuple[np.ndarray, np.ndarray, dict]:
     return sample["blurred.npy"], sample["sharp.npy"], sample["json"]
 
 
-def webdataset_pairs(urls: str | list[str], shuffle_shards: int = 0, shuffle_buffer: int = 0,
-                     seed: int = 0) -> wds.WebDataset:
+def webdataset_pairs(
+    urls: str | list[str], shuffle_shards: int = 0, shuffle_buffer: int = 0, seed: int = 0
+) -> wds.WebDataset:
     """A WebDataset pipeline over local paths or URLs (file://, http://, pipe:).
 
     Shards are split across ranks and then across DataLoader workers; with shuffling off the
     samples come in the order the shard stage wrote them.
     """
-    dataset = wds.WebDataset(urls, shardshuffle=shuffle_shards or False,
-                             nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker,
-                             empty_check=False, seed=seed)
+    dataset = wds.WebDataset(
+        urls,
+        shardshuffle=shuffle_shards or False,
+        nodesplitter=wds.split_by_node,
+        workersplitter=wds.split_by_worker,
+        empty_check=False,
+        seed=seed,
+    )
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     return dataset.decode().map(_as_triple)

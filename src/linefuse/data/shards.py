@@ -34,9 +34,18 @@ LMDB_MAP_SIZE = 1 << 40  # address space only: the file grows with what is writt
 COMMIT_EVERY = 256
 
 MANIFEST_SCHEMA = {
-    "key": pl.String, "split": pl.String, "image_id": pl.String, "domain": pl.String,
-    "level": pl.String, "patch": pl.Int64, "height": pl.Int64, "width": pl.Int64,
-    "channels": pl.Int64, "dtype": pl.String, "layout": pl.String, "tar": pl.String,
+    "key": pl.String,
+    "split": pl.String,
+    "image_id": pl.String,
+    "domain": pl.String,
+    "level": pl.String,
+    "patch": pl.Int64,
+    "height": pl.Int64,
+    "width": pl.Int64,
+    "channels": pl.Int64,
+    "dtype": pl.String,
+    "layout": pl.String,
+    "tar": pl.String,
     "params": pl.String,
 }
 
@@ -64,8 +73,15 @@ def crop_windows(height: int, width: int, split: str, params: Params, rng) -> li
         size = shards.crop
         if height < size or width < size:
             return []
-        return [(int(rng.integers(0, height - size + 1)), int(rng.integers(0, width - size + 1)),
-                 size, size) for _ in range(shards.patches_per_image)]
+        return [
+            (
+                int(rng.integers(0, height - size + 1)),
+                int(rng.integers(0, width - size + 1)),
+                size,
+                size,
+            )
+            for _ in range(shards.patches_per_image)
+        ]
     size_y = min(height, shards.eval_crop or height)
     size_x = min(width, shards.eval_crop or width)
     return [((height - size_y) // 2, (width - size_x) // 2, size_y, size_x)]
@@ -80,13 +96,28 @@ def pairs_for_image(task: tuple[str, str, str, str, Params]) -> list[Pair]:
     for domain in params.degrade.domains:
         rng = item_rng(params.degrade.seed, image_id, domain, level)
         blurred_full, drawn = degrade(sharp_full, domain, params.degrade.level(domain, level), rng)
-        for patch, (top, left, size_y, size_x) in enumerate(crop_windows(height, width, split, params, rng)):
-            window = np.s_[top:top + size_y, left:left + size_x]
+        for patch, (top, left, size_y, size_x) in enumerate(
+            crop_windows(height, width, split, params, rng)
+        ):
+            window = np.s_[top : top + size_y, left : left + size_x]
             key = sample_key(image_id, domain, patch)
-            meta = {"key": key, "image_id": image_id, "domain": domain, "level": level,
-                    "split": split, "patch": patch, "params": drawn}
-            pairs.append(Pair(key, meta, np.ascontiguousarray(blurred_full[window]),
-                              np.ascontiguousarray(sharp_full[window])))
+            meta = {
+                "key": key,
+                "image_id": image_id,
+                "domain": domain,
+                "level": level,
+                "split": split,
+                "patch": patch,
+                "params": drawn,
+            }
+            pairs.append(
+                Pair(
+                    key,
+                    meta,
+                    np.ascontiguousarray(blurred_full[window]),
+                    np.ascontiguousarray(sharp_full[window]),
+                )
+            )
     return pairs
 
 
@@ -96,13 +127,20 @@ class _LevelWriter:
     def __init__(self, out_dir: Path, samples_per_shard: int):
         (out_dir / LMDB_DIR).mkdir()
         (out_dir / WDS_DIR).mkdir()
-        self.env = lmdb.open(str(out_dir / LMDB_DIR), map_size=LMDB_MAP_SIZE, lock=False,
-                             sync=False, meminit=True)
+        self.env = lmdb.open(
+            str(out_dir / LMDB_DIR), map_size=LMDB_MAP_SIZE, lock=False, sync=False, meminit=True
+        )
         self.txn = self.env.begin(write=True)
         self.pending = 0
-        self.tars = {split: wds.ShardWriter(str(out_dir / WDS_DIR / f"{split}-%06d.tar"),
-                                            maxcount=samples_per_shard, verbose=0, mtime=TAR_MTIME)
-                     for split in SPLITS}
+        self.tars = {
+            split: wds.ShardWriter(
+                str(out_dir / WDS_DIR / f"{split}-%06d.tar"),
+                maxcount=samples_per_shard,
+                verbose=0,
+                mtime=TAR_MTIME,
+            )
+            for split in SPLITS
+        }
         self.rows: list[dict] = []
 
     def add(self, pair: Pair) -> None:
@@ -113,16 +151,30 @@ class _LevelWriter:
             self.txn.commit()
             self.txn, self.pending = self.env.begin(write=True), 0
         tar = self.tars[pair.meta["split"]]
-        tar.write({"__key__": pair.key,
-                   "blurred.npy": npy_bytes(pair.blurred),
-                   "sharp.npy": npy_bytes(pair.sharp),
-                   "json": json.dumps(pair.meta, sort_keys=True).encode()})
+        tar.write(
+            {
+                "__key__": pair.key,
+                "blurred.npy": npy_bytes(pair.blurred),
+                "sharp.npy": npy_bytes(pair.sharp),
+                "json": json.dumps(pair.meta, sort_keys=True).encode(),
+            }
+        )
         height, width, channels = pair.sharp.shape
-        self.rows.append({**{k: pair.meta[k] for k in ("key", "split", "image_id", "domain",
-                                                         "level", "patch")},
-                          "height": height, "width": width, "channels": channels,
-                          "dtype": "uint8", "layout": PAIR_LAYOUT, "tar": Path(tar.fname).name,
-                          "params": json.dumps(pair.meta["params"], sort_keys=True)})
+        self.rows.append(
+            {
+                **{
+                    k: pair.meta[k]
+                    for k in ("key", "split", "image_id", "domain", "level", "patch")
+                },
+                "height": height,
+                "width": width,
+                "channels": channels,
+                "dtype": "uint8",
+                "layout": PAIR_LAYOUT,
+                "tar": Path(tar.fname).name,
+                "params": json.dumps(pair.meta["params"], sort_keys=True),
+            }
+        )
 
     def abort(self) -> None:
         """Release the env and the tars after a failure; out_dir is discarded by the caller."""
@@ -138,7 +190,7 @@ class _LevelWriter:
         self.txn.commit()
         self.env.sync(True)
         self.env.close()
-        for split, tar in self.tars.items():
+        for tar in self.tars.values():
             tar.close()
             if tar.total == 0:  # ShardWriter opens its first tar eagerly; drop it when unused
                 Path(tar.fname).unlink()
@@ -149,19 +201,23 @@ def _psnr_of_mse(mse: float) -> float:
     return 10.0 * math.log10(255.0**2 / mse) if mse > 0 else float("inf")
 
 
-def build_level(params: Params, level: str, index_path: Path, out_dir: Path,
-                workers: int = 1) -> dict:
+def build_level(
+    params: Params, level: str, index_path: Path, out_dir: Path, workers: int = 1
+) -> dict:
     """Writes the level into `out_dir` (empty) and returns its metrics."""
     images = pl.read_parquet(index_path).sort("id")
     root = Path(params.data.source_dir)
-    tasks = [(str(root / row["path"]), row["id"], row["split"], level, params)
-             for row in images.iter_rows(named=True)]
+    tasks = [
+        (str(root / row["path"]), row["id"], row["split"], level, params)
+        for row in images.iter_rows(named=True)
+    ]
     writer = _LevelWriter(out_dir, params.shards.samples_per_shard)
     squared_error: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     too_small = 0
     try:
-        for pairs in ordered_map(pairs_for_image, tasks, workers, desc=f"shard@{level}",
-                                 unit="image"):
+        for pairs in ordered_map(
+            pairs_for_image, tasks, workers, desc=f"shard@{level}", unit="image"
+        ):
             too_small += not pairs
             for pair in pairs:
                 writer.add(pair)
@@ -181,6 +237,8 @@ def build_level(params: Params, level: str, index_path: Path, out_dir: Path,
         "images_smaller_than_crop": too_small,
         # PSNR of the squared error pooled over every sample of a domain: a quick gauge of the
         # level's strength, named apart from evaluate's input PSNR (the mean of per-image PSNRs)
-        "input_psnr_pooled": {domain: round(_psnr_of_mse(sse / n), 4)
-                              for domain, (sse, n) in sorted(squared_error.items())},
+        "input_psnr_pooled": {
+            domain: round(_psnr_of_mse(sse / n), 4)
+            for domain, (sse, n) in sorted(squared_error.items())
+        },
     }

@@ -17,7 +17,9 @@ def normalise(pixels_uint8_bhwc: torch.Tensor) -> torch.Tensor:
 
 def normalise_pair(blurred: np.ndarray, sharp: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 (H, W, 3) arrays -> float32 (3, H, W) tensors in [-1, 1], as the embed stage stores."""
-    return normalise(torch.from_numpy(blurred)[None])[0], normalise(torch.from_numpy(sharp)[None])[0]
+    return normalise(torch.from_numpy(blurred)[None])[0], normalise(torch.from_numpy(sharp)[None])[
+        0
+    ]
 
 
 def to_uint8(pixels: torch.Tensor) -> torch.Tensor:

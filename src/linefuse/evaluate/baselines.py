@@ -17,21 +17,40 @@ def _per_channel(blurred: np.ndarray, kernel: np.ndarray, restore) -> np.ndarray
     """Deconvolves each channel of a reflect-padded copy: scikit-image's deconvolutions treat
     the outside as zeros (Richardson-Lucy) or wrap around (Wiener), which rings at the border."""
     pad = max(kernel.shape) // 2 + 1
-    pixels = np.pad(blurred.astype(np.float64) / 255.0, ((pad, pad), (pad, pad), (0, 0)),
-                    mode="reflect")
+    pixels = np.pad(
+        blurred.astype(np.float64) / 255.0, ((pad, pad), (pad, pad), (0, 0)), mode="reflect"
+    )
     channels = [restore(pixels[..., c])[pad:-pad, pad:-pad] for c in range(pixels.shape[2])]
     return np.clip(np.rint(np.stack(channels, axis=2) * 255.0), 0, 255).astype(np.uint8)
 
 
 def baselines(blurred: np.ndarray, domain: str, drawn: dict, settings: BaselineParams) -> dict:
     """{method: restored uint8 image}; the deconvolutions only where the domain has a kernel."""
-    out = {"unsharp": np.clip(np.rint(unsharp_mask(
-        blurred.astype(np.float64) / 255.0, radius=settings.unsharp_radius,
-        amount=settings.unsharp_amount, channel_axis=2) * 255.0), 0, 255).astype(np.uint8)}
+    out = {
+        "unsharp": np.clip(
+            np.rint(
+                unsharp_mask(
+                    blurred.astype(np.float64) / 255.0,
+                    radius=settings.unsharp_radius,
+                    amount=settings.unsharp_amount,
+                    channel_axis=2,
+                )
+                * 255.0
+            ),
+            0,
+            255,
+        ).astype(np.uint8)
+    }
     kernel = blur_kernel(domain, drawn)
     if kernel is not None:
-        out["wiener"] = _per_channel(blurred, kernel, lambda c: wiener(
-            c, kernel, settings.wiener_balance, clip=True))
-        out["richardson_lucy"] = _per_channel(blurred, kernel, lambda c: richardson_lucy(
-            c, kernel, num_iter=settings.richardson_lucy_iterations, clip=True))
+        out["wiener"] = _per_channel(
+            blurred, kernel, lambda c: wiener(c, kernel, settings.wiener_balance, clip=True)
+        )
+        out["richardson_lucy"] = _per_channel(
+            blurred,
+            kernel,
+            lambda c: richardson_lucy(
+                c, kernel, num_iter=settings.richardson_lucy_iterations, clip=True
+            ),
+        )
     return out

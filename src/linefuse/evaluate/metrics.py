@@ -19,8 +19,10 @@ def _prepare(image: np.ndarray, settings: MetricParams) -> np.ndarray:
     """uint8 (H, W, 3) -> float64 in [0, 255]: Y (ITU-R BT.601, as BasicSR) or RGB, border cut."""
     pixels = image.astype(np.float64)
     if settings.color == "y":
-        pixels = 16.0 + (65.481 * pixels[..., 0] + 128.553 * pixels[..., 1]
-                         + 24.966 * pixels[..., 2]) / 255.0
+        pixels = (
+            16.0
+            + (65.481 * pixels[..., 0] + 128.553 * pixels[..., 1] + 24.966 * pixels[..., 2]) / 255.0
+        )
     border = settings.crop_border
     if border:
         pixels = pixels[border:-border, border:-border]
@@ -29,13 +31,22 @@ def _prepare(image: np.ndarray, settings: MetricParams) -> np.ndarray:
 
 def psnr(restored: np.ndarray, sharp: np.ndarray, settings: MetricParams) -> float:
     with np.errstate(divide="ignore"):  # identical images: inf, capped below
-        value = peak_signal_noise_ratio(_prepare(sharp, settings), _prepare(restored, settings),
-                                        data_range=255.0)
+        value = peak_signal_noise_ratio(
+            _prepare(sharp, settings), _prepare(restored, settings), data_range=255.0
+        )
     return float(min(value, PSNR_CAP_DB))
 
 
 def ssim(restored: np.ndarray, sharp: np.ndarray, settings: MetricParams) -> float:
     reference, test = _prepare(sharp, settings), _prepare(restored, settings)
-    return float(structural_similarity(reference, test, data_range=255.0, gaussian_weights=True,
-                                       sigma=1.5, use_sample_covariance=False,
-                                       channel_axis=None if settings.color == "y" else 2))
+    return float(
+        structural_similarity(
+            reference,
+            test,
+            data_range=255.0,
+            gaussian_weights=True,
+            sigma=1.5,
+            use_sample_covariance=False,
+            channel_axis=None if settings.color == "y" else 2,
+        )
+    )

@@ -32,8 +32,7 @@ from markupsafe import Markup, escape
 from PIL import Image
 
 from linefuse.params import Params
-from linefuse.paths import (BY_DOMAIN_CSV, BY_STEPS_CSV, EVAL_JSON, REPORT_HTML, SAMPLES_PNG,
-                            adapter)
+from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, EVAL_JSON, REPORT_HTML, SAMPLES_PNG, adapter
 from linefuse.stage import UserError, atomic_file
 
 # BY_DOMAIN_CSV repeats eval.json's psnr/ssim for `dvc plots`: checked and digested, not read.
@@ -44,8 +43,11 @@ SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", 
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # eval.json's blocks with tables of their own; every other block is shown as summary cards
 TABLED = {"psnr", "ssim", "chart", "latency_ms_per_image", "summary"}
-GROUP_LABELS = {"input": "blurred", "classical": "classical baselines",
-                "model": "model · sN = N DDIM steps"}
+GROUP_LABELS = {
+    "input": "blurred",
+    "classical": "classical baselines",
+    "model": "model · sN = N DDIM steps",
+}
 NA = ("–", "na", "")  # an empty cell: text, class, style
 
 
@@ -66,8 +68,10 @@ def write_report(params: Params, params_path: Path) -> Path:
     try:
         report = json.loads(EVAL_JSON.read_text())
     except json.JSONDecodeError as error:
-        raise UserError(f"{EVAL_JSON}: not valid JSON ({error.msg} at line {error.lineno}); "
-                        f"run `linefuse evaluate` again") from None
+        raise UserError(
+            f"{EVAL_JSON}: not valid JSON ({error.msg} at line {error.lineno}); "
+            f"run `linefuse evaluate` again"
+        ) from None
     with open(BY_STEPS_CSV, newline="") as handle:
         by_steps = list(csv.DictReader(handle))
     page = render(report, by_steps, SAMPLES_PNG.read_bytes(), params, params_path)
@@ -93,8 +97,10 @@ def _steps_of(name: str) -> int:
 def method_order(names: Iterable[str]) -> list[str]:
     """input, the classical baselines by name, the plain model by step count, other adapters."""
     rank = {"input": 0, "classical": 1, "model": 2}
-    return sorted(set(names), key=lambda n: (rank[method_group(n)], n != f"model_s{_steps_of(n)}",
-                                             _steps_of(n), n))
+    return sorted(
+        set(names),
+        key=lambda n: (rank[method_group(n)], n != f"model_s{_steps_of(n)}", _steps_of(n), n),
+    )
 
 
 def method_label(name: str) -> str:
@@ -143,8 +149,14 @@ def marked(cell: dict, keys: list, digits: int, lower_is_better: bool = False) -
     return out
 
 
-def grid(table: dict, domains: list[str], levels: list[str], column_sets: list[list],
-         digits: int, lower_is_better: bool = False) -> tuple[list[dict], list[list[float]]]:
+def grid(
+    table: dict,
+    domains: list[str],
+    levels: list[str],
+    column_sets: list[list],
+    digits: int,
+    lower_is_better: bool = False,
+) -> tuple[list[dict], list[list[float]]]:
     """The body rows of `table` ({domain: {level: {key: value}}}); the best is marked within
     each column set. Also returns every column's values, for a footer of means."""
     keys = [key for columns in column_sets for key in columns]
@@ -152,42 +164,69 @@ def grid(table: dict, domains: list[str], levels: list[str], column_sets: list[l
     for domain in _ordered(table, domains):
         cells = table[domain]
         for index, level in enumerate(_ordered(cells, levels)):
-            row = [c for columns in column_sets
-                   for c in marked(cells[level], columns, digits, lower_is_better)]
-            rows.append({"domain": domain, "span": len(cells) if index == 0 else 0,
-                         "level": level, "cells": row})
+            row = [
+                c
+                for columns in column_sets
+                for c in marked(cells[level], columns, digits, lower_is_better)
+            ]
+            rows.append(
+                {
+                    "domain": domain,
+                    "span": len(cells) if index == 0 else 0,
+                    "level": level,
+                    "cells": row,
+                }
+            )
             for key in keys:
                 if key in cells[level]:
                     values[key].append(cells[level][key])
     return rows, [values[key] for key in keys]
 
 
-def score_grid(table: dict, domains: list[str], levels: list[str], digits: int, caption: str,
-               unit: str) -> Grid:
+def score_grid(
+    table: dict, domains: list[str], levels: list[str], digits: int, caption: str, unit: str
+) -> Grid:
     """PSNR or SSIM: a column per method found in the table, grouped, with a row of means."""
     methods = method_order(n for by_level in table.values() for c in by_level.values() for n in c)
-    groups = [(GROUP_LABELS[group], len(list(names)))
-              for group, names in groupby(methods, key=method_group)]
+    groups = [
+        (GROUP_LABELS[group], len(list(names)))
+        for group, names in groupby(methods, key=method_group)
+    ]
     rows, columns = grid(table, domains, levels, [methods], digits)
-    means = {n: sum(v) / len(v) for n, v in zip(methods, columns) if v}
-    return Grid(caption, f"{unit}, best of each row in bold", groups,
-                [(method_label(n), n) for n in methods], rows, marked(means, methods, digits),
-                f"mean of {len(rows)} cells")
+    means = {n: sum(v) / len(v) for n, v in zip(methods, columns, strict=True) if v}
+    return Grid(
+        caption,
+        f"{unit}, best of each row in bold",
+        groups,
+        [(method_label(n), n) for n in methods],
+        rows,
+        marked(means, methods, digits),
+        f"mean of {len(rows)} cells",
+    )
 
 
 def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
     """eval.json's `chart`: errors of the line read back from the image, per figure and method."""
-    cells = {d: {lv: {(f, n): v for n, figures in cell.items() for f, v in figures.items()}
-                 for lv, cell in by_level.items()} for d, by_level in chart.items()}
+    cells = {
+        d: {
+            lv: {(f, n): v for n, figures in cell.items() for f, v in figures.items()}
+            for lv, cell in by_level.items()
+        }
+        for d, by_level in chart.items()
+    }
     keys = {key for by_level in cells.values() for cell in by_level.values() for key in cell}
     figures = sorted({f for f, _ in keys})
     methods = method_order(n for _, n in keys)
     sets = [[(f, n) for n in methods] for f in figures]
     rows, _ = grid(cells, domains, levels, sets, 3, lower_is_better=True)
-    return Grid("Errors of the line read back from the image",
-                "lower is better, best of each row and figure in bold",
-                [(f.replace("_", " "), len(methods)) for f in figures],
-                [(method_label(n), n) for _ in figures for n in methods], rows, css=" compact")
+    return Grid(
+        "Errors of the line read back from the image",
+        "lower is better, best of each row and figure in bold",
+        [(f.replace("_", " "), len(methods)) for f in figures],
+        [(method_label(n), n) for _ in figures for n in methods],
+        rows,
+        css=" compact",
+    )
 
 
 def steps_table(rows: list[dict[str, str]], psnr: dict) -> dict:
@@ -195,17 +234,25 @@ def steps_table(rows: list[dict[str, str]], psnr: dict) -> dict:
     of the input and of the best classical baseline of each cell (from eval.json)."""
     cells = [cell for by_level in psnr.values() for cell in by_level.values()]
     inputs = [cell["input"] for cell in cells if "input" in cell]
-    best = [max(v for n, v in cell.items() if method_group(n) == "classical") for cell in cells
-            if any(method_group(n) == "classical" for n in cell)]
+    best = [
+        max(v for n, v in cell.items() if method_group(n) == "classical")
+        for cell in cells
+        if any(method_group(n) == "classical" for n in cell)
+    ]
     mean_input = sum(inputs) / len(inputs) if inputs else None
     mean_best = sum(best) / len(best) if best else None
     out = []
     for row in rows:
         value = float(row["psnr"])
-        out.append({"steps": row["steps"], "psnr": value,
-                    "gain": None if mean_input is None else value - mean_input,
-                    "margin": None if mean_best is None else value - mean_best,
-                    "latency": float(row["latency_ms_per_image"])})
+        out.append(
+            {
+                "steps": row["steps"],
+                "psnr": value,
+                "gain": None if mean_input is None else value - mean_input,
+                "margin": None if mean_best is None else value - mean_best,
+                "latency": float(row["latency_ms_per_image"]),
+            }
+        )
     return {"rows": out, "input": mean_input, "best": mean_best, "cells": len(cells)}
 
 
@@ -214,9 +261,15 @@ def steps_table(rows: list[dict[str, str]], psnr: dict) -> dict:
 
 
 def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
-    return [pair for key, value in block.items() for pair in (
-        _flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value
-        else [(f"{prefix}{key}", value)])]
+    return [
+        pair
+        for key, value in block.items()
+        for pair in (
+            _flatten(value, f"{prefix}{key}.")
+            if isinstance(value, dict) and value
+            else [(f"{prefix}{key}", value)]
+        )
+    ]
 
 
 def _is_number(value: object) -> bool:
@@ -244,9 +297,16 @@ def summary_blocks(report: dict) -> list[dict]:
     """`summary` first, then the other blocks by name (per-domain means, few-step, machine)."""
     blocks = [("summary", report.get("summary", {}))]
     blocks += [(name, value) for name, value in sorted(report.items()) if name not in TABLED]
-    return [{"name": name, "cards": [card(f"{name}.{key}", value) for key, value in
-                                     _flatten(block if isinstance(block, dict) else {name: block})]}
-            for name, block in blocks]
+    return [
+        {
+            "name": name,
+            "cards": [
+                card(f"{name}.{key}", value)
+                for key, value in _flatten(block if isinstance(block, dict) else {name: block})
+            ],
+        }
+        for name, block in blocks
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,9 +320,13 @@ def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int) -> dict:
         width, height = image.size
     scale = max(1, min(4, 320 // max(width, 1)))
     shown = min(width * scale, 360)
-    return {"src": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
-            "width": shown, "height": round(height * shown / max(width, 1)), "steps": steps,
-            "labels": rows if rows and height % len(rows) == 0 else []}
+    return {
+        "src": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+        "width": shown,
+        "height": round(height * shown / max(width, 1)),
+        "steps": steps,
+        "labels": rows if rows and height % len(rows) == 0 else [],
+    }
 
 
 class _Dumper(yaml.SafeDumper):
@@ -270,30 +334,51 @@ class _Dumper(yaml.SafeDumper):
     ({sigma: [0.3, 0.8]}) too; longer mappings as blocks."""
 
     def represent_dict(self, data: dict) -> yaml.Node:
-        flat = (not any(isinstance(v, dict) for v in data.values())
-                and sum(len(f"{k}{v}") for k, v in data.items()) <= 48)
+        flat = (
+            not any(isinstance(v, dict) for v in data.values())
+            and sum(len(f"{k}{v}") for k, v in data.items()) <= 48
+        )
         return self.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flat)
 
 
 _Dumper.add_representer(dict, _Dumper.represent_dict)
-_Dumper.add_representer(list, lambda dumper, value: dumper.represent_sequence(
-    "tag:yaml.org,2002:seq", value, flow_style=True))
+_Dumper.add_representer(
+    list,
+    lambda dumper, value: dumper.represent_sequence(
+        "tag:yaml.org,2002:seq", value, flow_style=True
+    ),
+)
 
 
 def params_sections(params: Params) -> list[str]:
     """The SECTIONS as validated (what the stages ran with), in the models' key order."""
     values = params.model_dump(mode="json")
-    return [yaml.dump({section: values[section]}, Dumper=_Dumper, sort_keys=False, width=100,
-                      allow_unicode=True) for section in SECTIONS]
+    return [
+        yaml.dump(
+            {section: values[section]},
+            Dumper=_Dumper,
+            sort_keys=False,
+            width=100,
+            allow_unicode=True,
+        )
+        for section in SECTIONS
+    ]
 
 
 def provenance(params_path: Path, shown_params: str) -> dict:
     """Size and sha256 of each input and of the params shown; the versions of the packages."""
-    files = [(str(path), f"{path.stat().st_size:,} B",
-              hashlib.sha256(path.read_bytes()).hexdigest()) for path in INPUTS]
+    files = [
+        (str(path), f"{path.stat().st_size:,} B", hashlib.sha256(path.read_bytes()).hexdigest())
+        for path in INPUTS
+    ]
     shown = shown_params.encode()
-    files.append((f"{params_path} ({', '.join(SECTIONS)})", f"{len(shown):,} B",
-                  hashlib.sha256(shown).hexdigest()))
+    files.append(
+        (
+            f"{params_path} ({', '.join(SECTIONS)})",
+            f"{len(shown):,} B",
+            hashlib.sha256(shown).hexdigest(),
+        )
+    )
     versions = []
     for package in PACKAGES:
         try:
@@ -313,14 +398,24 @@ def _breakable(key: str) -> Markup:
     return Markup(re.sub(r"([_.])", r"\1<wbr>", text) if len(key) > 12 else text)
 
 
-ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
-                         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                         keep_trailing_newline=True)
+ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
 ENV.filters["breakable"] = _breakable
 
 
-def render(report: dict, by_steps: list[dict[str, str]], samples_png: bytes, params: Params,
-           params_path: Path = Path("params.yaml")) -> str:
+def render(
+    report: dict,
+    by_steps: list[dict[str, str]],
+    samples_png: bytes,
+    params: Params,
+    params_path: Path = Path("params.yaml"),
+) -> str:
     """The page for these inputs; pure, so a test can render without a pipeline run."""
     domains, levels = list(params.degrade.domains), list(params.degrade.levels)
     steps = params.eval.shown_steps()
@@ -328,23 +423,32 @@ def render(report: dict, by_steps: list[dict[str, str]], samples_png: bytes, par
     cells = sum(len(by_level) for by_level in psnr.values())
     methods = method_order(n for by_level in psnr.values() for c in by_level.values() for n in c)
     order = params.train.order()
-    facts = [("cells", f"{len(psnr)} domains × {len(levels)} levels = {cells} scored"),
-             ("test crops", f"≤ {params.eval.max_samples} per cell" if params.eval.max_samples
-              else "the whole test split"),
-             ("adapter", f"{adapter(order[-1]).as_posix()} (curriculum: {' → '.join(order)})"),
-             ("DDIM steps", ", ".join(map(str, params.eval.steps))),
-             ("metric", f"{params.eval.metric.color}, "
-                        f"crop border {params.eval.metric.crop_border}"),
-             ("methods", str(len(methods)))]
+    facts = [
+        ("cells", f"{len(psnr)} domains × {len(levels)} levels = {cells} scored"),
+        (
+            "test crops",
+            f"≤ {params.eval.max_samples} per cell"
+            if params.eval.max_samples
+            else "the whole test split",
+        ),
+        ("adapter", f"{adapter(order[-1]).as_posix()} (curriculum: {' → '.join(order)})"),
+        ("DDIM steps", ", ".join(map(str, params.eval.steps))),
+        ("metric", f"{params.eval.metric.color}, crop border {params.eval.metric.crop_border}"),
+        ("methods", str(len(methods))),
+    ]
     scored = [(d, lv) for d in _ordered(psnr, domains) for lv in _ordered(psnr[d], levels)]
     shown_params = params_sections(params)
     return ENV.get_template("index.html.j2").render(
-        facts=facts, blocks=summary_blocks(report),
+        facts=facts,
+        blocks=summary_blocks(report),
         psnr=score_grid(psnr, domains, levels, 2, "PSNR", "dB"),
         ssim=score_grid(ssim, domains, levels, 4, "SSIM", "0–1"),
         chart=chart_grid(report.get("chart", {}), domains, levels),
         steps=steps_table(by_steps, psnr),
         samples=samples_figure(samples_png, scored, steps) if psnr else None,
-        sections=", ".join(SECTIONS), params_path=str(params_path), params=shown_params,
+        sections=", ".join(SECTIONS),
+        params_path=str(params_path),
+        params=shown_params,
         provenance=provenance(params_path, "\n".join(shown_params)),
-        src={"eval": str(EVAL_JSON), "steps": str(BY_STEPS_CSV), "samples": str(SAMPLES_PNG)})
+        src={"eval": str(EVAL_JSON), "steps": str(BY_STEPS_CSV), "samples": str(SAMPLES_PNG)},
+    )

@@ -1,8 +1,9 @@
 """`linefuse serve`: the restorer behind a small HTTP API (FastAPI, run by uvicorn).
 
-POST /restore takes an image upload (multipart field `file`) and returns the restored PNG; GET /health and GET /adapters
-describe the service. Uploads are size-checked while they are read and pixel-checked from the
-header before anything is decoded; the model is loaded once per adapter and kept.
+POST /restore takes an image upload (multipart field `file`) and returns the restored PNG;
+GET /health and GET /adapters describe the service. Uploads are size-checked while they are read
+and pixel-checked from the header before anything is decoded; the model is loaded once per
+adapter and kept.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     lock = threading.Lock()  # one restoration at a time: torch already uses every core
 
     def adapters() -> list[str]:
-        return sorted(p.name for p in adapters_dir.glob("*") if (p / "adapter_config.json").is_file())
+        return sorted(
+            p.name for p in adapters_dir.glob("*") if (p / "adapter_config.json").is_file()
+        )
 
     def restorer_for(name: str) -> Restorer:
         if name not in restorers:
@@ -49,8 +52,12 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "default_adapter": default_adapter, "loaded": sorted(restorers),
-                "device": device}
+        return {
+            "status": "ok",
+            "default_adapter": default_adapter,
+            "loaded": sorted(restorers),
+            "device": device,
+        }
 
     @app.get("/adapters")
     def list_adapters() -> dict:
@@ -64,12 +71,17 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
             return JSONResponse({"detail": too_large}, status_code=413)
         return await call_next(request)
 
-    @app.post("/restore", response_class=Response,
-              responses={200: {"content": {"image/png": {}}}, 413: {}, 422: {}})
-    async def restore(file: UploadFile = File(..., description="the blurred image"),
-                      steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
-                      seed: int = Query(0, ge=0),
-                      adapter: str = Query(default_adapter)) -> Response:
+    @app.post(
+        "/restore",
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}}}, 413: {}, 422: {}},
+    )
+    async def restore(
+        file: UploadFile = File(..., description="the blurred image"),
+        steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
+        seed: int = Query(0, ge=0),
+        adapter: str = Query(default_adapter),
+    ) -> Response:
         if file.size is not None and file.size > max_bytes:
             raise HTTPException(413, too_large)
         data = await file.read(max_bytes + 1)

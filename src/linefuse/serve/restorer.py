@@ -9,19 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 import torch
 import torch.nn.functional as F
 from peft import PeftModel
+from PIL import Image
 
-from linefuse.train.diffusion import restored_from, sample
+from linefuse import paths
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
-from linefuse.train.model import load_base, load_null_prompt
-from linefuse import paths
 from linefuse.params import Params
 from linefuse.stage import UserError
-
+from linefuse.train.diffusion import restored_from, sample
+from linefuse.train.model import load_base, load_null_prompt
 
 
 class Restorer:
@@ -33,13 +32,17 @@ class Restorer:
         self.params, self.device = params, torch.device(device)
         base_dir = paths.BASE_DIR
         if not (base_dir / "config.json").is_file():
-            raise UserError(f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first")
+            raise UserError(
+                f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first"
+            )
         unet = load_base(base_dir)
         if adapter is not None:
             adapter = Path(adapter)
             if not (adapter / "adapter_config.json").is_file():
-                raise UserError(f"--adapter {adapter}: not a peft adapter folder (no "
-                                f"adapter_config.json); pass models/lora/LEVEL")
+                raise UserError(
+                    f"--adapter {adapter}: not a peft adapter folder (no "
+                    f"adapter_config.json); pass models/lora/LEVEL"
+                )
             unet = PeftModel.from_pretrained(unet, str(adapter)).merge_and_unload()
         self.unet = unet.to(self.device).eval()
         self.vae = None
@@ -59,12 +62,21 @@ class Restorer:
         pixels = normalise(torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device))
         pad_y, pad_x = -height % self.multiple, -width % self.multiple
         if pad_y or pad_x:
-            pixels = F.pad(pixels, (0, pad_x, 0, pad_y), mode="reflect" if min(height, width) > 1
-                           else "replicate")
+            pixels = F.pad(
+                pixels,
+                (0, pad_x, 0, pad_y),
+                mode="reflect" if min(height, width) > 1 else "replicate",
+            )
         condition = self._encode(pixels)
         generator = torch.Generator().manual_seed(seed)
-        x0 = sample(self.unet, condition, self.prompt.expand(batch, -1, -1), self.params.model,
-                    steps, generator)
+        x0 = sample(
+            self.unet,
+            condition,
+            self.prompt.expand(batch, -1, -1),
+            self.params.model,
+            steps,
+            generator,
+        )
         restored = self._decode(restored_from(x0, condition, self.params.model))
         return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
 
@@ -78,8 +90,9 @@ class Restorer:
             return signal
         return self.vae.decode(signal / self.vae.config.scaling_factor).sample
 
-    def restore_images(self, images: list[np.ndarray], steps: int, seed: int = 0,
-                       batch_size: int = 8) -> list[np.ndarray]:
+    def restore_images(
+        self, images: list[np.ndarray], steps: int, seed: int = 0, batch_size: int = 8
+    ) -> list[np.ndarray]:
         """Any number of uint8 (H, W, 3) images of any sizes, batched by size, in input order."""
         out: list[np.ndarray | None] = [None] * len(images)
         by_shape: dict[tuple, list[int]] = {}
@@ -87,15 +100,22 @@ class Restorer:
             by_shape.setdefault(image.shape, []).append(position)
         for positions in by_shape.values():
             for start in range(0, len(positions), batch_size):
-                chunk = positions[start:start + batch_size]
+                chunk = positions[start : start + batch_size]
                 restored = self.restore(np.stack([images[i] for i in chunk]), steps, seed)
-                for position, image in zip(chunk, restored):
+                for position, image in zip(chunk, restored, strict=True):
                     out[position] = image
         return out
 
 
-def restore_files(params: Params, inputs: list[str], adapter: Path, steps: int, out_dir: Path,
-                  seed: int = 0, device: str | None = None) -> tuple[int, list[tuple[str, str]]]:
+def restore_files(
+    params: Params,
+    inputs: list[str],
+    adapter: Path,
+    steps: int,
+    out_dir: Path,
+    seed: int = 0,
+    device: str | None = None,
+) -> tuple[int, list[tuple[str, str]]]:
     """Restores every image in `inputs` (files or folders) into out_dir as PNG, keeping relative
     names; returns (restored count, [(path, reason) for each skipped file])."""
     from tqdm import tqdm

@@ -90,6 +90,7 @@ def trim_step_log(log_dir: Path, step: int) -> None:
     """Drops the records a killed run logged after the checkpoint it resumes from."""
     steps_file = log_dir / "steps.jsonl"
     if steps_file.is_file():
-        kept = [line for line in steps_file.read_text().splitlines()
-                if json.loads(line)["step"] <= step]
+        kept = [
+            line for line in steps_file.read_text().splitlines() if json.loads(line)["step"] <= step
+        ]
         steps_file.write_text("".join(line + "\n" for line in kept))

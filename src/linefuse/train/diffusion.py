@@ -11,17 +11,22 @@ from __future__ import annotations
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
-from linefuse.train.model import predict
 from linefuse.params import LossWeights, ModelParams
+from linefuse.train.model import predict
 
 CHARBONNIER_EPS = 1e-3
-BALANCE_FLOOR = 0.01  # of the [-1, 1] pixel range: a sample with no residual is not weighed infinitely
+BALANCE_FLOOR = (
+    0.01  # of the [-1, 1] pixel range: a sample with no residual is not weighed infinitely
+)
 
 
 def noise_scheduler(model: ModelParams) -> DDPMScheduler:
-    return DDPMScheduler(num_train_timesteps=model.train_timesteps,
-                         beta_schedule=model.beta_schedule,
-                         prediction_type=model.prediction_type, clip_sample=False)
+    return DDPMScheduler(
+        num_train_timesteps=model.train_timesteps,
+        beta_schedule=model.beta_schedule,
+        prediction_type=model.prediction_type,
+        clip_sample=False,
+    )
 
 
 def clean_signal(blurred: torch.Tensor, sharp: torch.Tensor, model: ModelParams) -> torch.Tensor:
@@ -32,8 +37,9 @@ def restored_from(x0: torch.Tensor, blurred: torch.Tensor, model: ModelParams) -
     return blurred + x0 if model.target == "residual" else x0
 
 
-def noisy_and_target(scheduler: DDPMScheduler, x0: torch.Tensor, noise: torch.Tensor,
-                     timesteps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def noisy_and_target(
+    scheduler: DDPMScheduler, x0: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The model's input at `timesteps` and what it should predict there."""
     noisy = scheduler.add_noise(x0, noise, timesteps)
     kind = scheduler.config.prediction_type
@@ -44,8 +50,9 @@ def noisy_and_target(scheduler: DDPMScheduler, x0: torch.Tensor, noise: torch.Te
     return noisy, scheduler.get_velocity(x0, noise, timesteps)
 
 
-def weighted_loss(prediction: torch.Tensor, target: torch.Tensor,
-                  weights: LossWeights) -> tuple[torch.Tensor, dict[str, float]]:
+def weighted_loss(
+    prediction: torch.Tensor, target: torch.Tensor, weights: LossWeights
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Weighted sum of MSE, L1 and Charbonnier; returns the total and each term for the logs.
 
     With `weights.balance` > 0 each sample counts (mean |target| + BALANCE_FLOOR) ** -balance,
@@ -64,14 +71,23 @@ def weighted_loss(prediction: torch.Tensor, target: torch.Tensor,
         scale = target.detach().float().abs().flatten(1).mean(1) + BALANCE_FLOOR
         sample_weights = scale.pow(-weights.balance)
         sample_weights = sample_weights / sample_weights.mean()
-    total = sum(getattr(weights, name) * (sample_weights * value).mean()
-                for name, value in per_sample.items() if getattr(weights, name) > 0)
+    total = sum(
+        getattr(weights, name) * (sample_weights * value).mean()
+        for name, value in per_sample.items()
+        if getattr(weights, name) > 0
+    )
     return total, {name: float(value.detach().mean()) for name, value in per_sample.items()}
 
 
 @torch.no_grad()
-def sample(unet, condition: torch.Tensor, prompt_embeds: torch.Tensor, model: ModelParams,
-           steps: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample(
+    unet,
+    condition: torch.Tensor,
+    prompt_embeds: torch.Tensor,
+    model: ModelParams,
+    steps: int,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`.
 
     `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
@@ -80,10 +96,14 @@ def sample(unet, condition: torch.Tensor, prompt_embeds: torch.Tensor, model: Mo
     +2.70 to +3.03 dB over a random start, whose leftover noise cost up to 1.3 dB on near-clean
     JPEG inputs. `noise` starts from a seeded draw, for varied samples.
     """
-    scheduler = DDIMScheduler(num_train_timesteps=model.train_timesteps,
-                              beta_schedule=model.beta_schedule,
-                              prediction_type=model.prediction_type, clip_sample=False,
-                              set_alpha_to_one=True, timestep_spacing="trailing")
+    scheduler = DDIMScheduler(
+        num_train_timesteps=model.train_timesteps,
+        beta_schedule=model.beta_schedule,
+        prediction_type=model.prediction_type,
+        clip_sample=False,
+        set_alpha_to_one=True,
+        timestep_spacing="trailing",
+    )
     scheduler.set_timesteps(steps)
     if model.sample_start == "mean":
         latents = torch.zeros_like(condition)

@@ -33,20 +33,32 @@ def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
     if not manifest.is_file():
         return {"adapters": {}, "combined": None}
     content = json.loads(manifest.read_text())
-    return {"adapters": {domain: folder / name for domain, name in content["adapters"].items()},
-            "combined": folder / content["combined"] if content["combined"] else None}
+    return {
+        "adapters": {domain: folder / name for domain, name in content["adapters"].items()},
+        "combined": folder / content["combined"] if content["combined"] else None,
+    }
 
 
 def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
     """One per-domain adapter: on the base, over that domain's samples of every level."""
     per_domain = params.train.per_domain
-    return Job(name=f"train_domains@{domain}", steps=per_domain.steps, lr=per_domain.lr,
-               levels=list(params.degrade.levels), out_dir=out_dir,
-               metrics_path=log_root / f"{domain}.json", log_dir=log_root / domain, lora=True,
-               domain=domain,
-               settings={**params.model_dump(include={"model", "optim"}),
-                         "lora": params.train.lora.model_dump(), "domain": domain,
-                         "per_domain": per_domain.model_dump(include={"steps", "lr"})})
+    return Job(
+        name=f"train_domains@{domain}",
+        steps=per_domain.steps,
+        lr=per_domain.lr,
+        levels=list(params.degrade.levels),
+        out_dir=out_dir,
+        metrics_path=log_root / f"{domain}.json",
+        log_dir=log_root / domain,
+        lora=True,
+        domain=domain,
+        settings={
+            **params.model_dump(include={"model", "optim"}),
+            "lora": params.train.lora.model_dump(),
+            "domain": domain,
+            "per_domain": per_domain.model_dump(include={"steps", "lr"}),
+        },
+    )
 
 
 def train_domain_adapters(params: Params) -> dict:
@@ -57,17 +69,23 @@ def train_domain_adapters(params: Params) -> dict:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
             for domain in per_domain.domains:
-                metrics["adapters"][domain] = run(params, domain_job(params, domain, tmp / domain,
-                                                                     logs))
+                metrics["adapters"][domain] = run(
+                    params, domain_job(params, domain, tmp / domain, logs)
+                )
                 manifest["adapters"][domain] = domain
             weights = per_domain.merge_weights()
             merge_adapters(tmp, per_domain.domains, weights, per_domain.combination, tmp / COMBINED)
             manifest["combined"] = COMBINED
-            metrics["combined"] = {"domains": per_domain.domains, "weights": weights,
-                                   "combination": per_domain.combination}
+            metrics["combined"] = {
+                "domains": per_domain.domains,
+                "weights": weights,
+                "combination": per_domain.combination,
+            }
         else:
-            note = (f"train.adapters is {params.train.adapters}: no per-domain adapters "
-                    f"(set it to per_domain to train them)")
+            note = (
+                f"train.adapters is {params.train.adapters}: no per-domain adapters "
+                f"(set it to per_domain to train them)"
+            )
             (logs / "README.txt").write_text(note + "\n")  # DVC warns on an empty output
             log.info("train_domains: %s", note)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -75,8 +93,9 @@ def train_domain_adapters(params: Params) -> dict:
     return metrics
 
 
-def merge_adapters(folder: Path, domains: list[str], weights: list[float], combination: str,
-                   out_dir: Path) -> None:
+def merge_adapters(
+    folder: Path, domains: list[str], weights: list[float], combination: str, out_dir: Path
+) -> None:
     """peft's add_weighted_adapter over folder/DOMAIN adapters, saved as a plain adapter folder.
 
     `cat` stacks the adapters' ranks, so the merged update is exactly sum(w_i * delta_W_i);
@@ -86,8 +105,9 @@ def merge_adapters(folder: Path, domains: list[str], weights: list[float], combi
 
     from linefuse.train.model import load_base, save_adapter
 
-    model = PeftModel.from_pretrained(load_base(paths.BASE_DIR), str(folder / domains[0]),
-                                      adapter_name=domains[0])
+    model = PeftModel.from_pretrained(
+        load_base(paths.BASE_DIR), str(folder / domains[0]), adapter_name=domains[0]
+    )
     for domain in domains[1:]:
         model.load_adapter(str(folder / domain), adapter_name=domain)
     model.add_weighted_adapter(domains, weights, COMBINED, combination_type=combination)

@@ -9,9 +9,10 @@ and, once,
 Pixel mode (model.vae null) stores the pairs normalised to [-1, 1]; latent mode stores the
 AutoencoderKL posterior mean times its scaling factor (the mean, so the output is deterministic).
 Prompts come from the index's `prompt` column: the table holds every distinct prompt of the index
-and the empty one (restoring conditions on it), sorted, so it is the same for every level; without a text encoder every sample points at one
-fixed null embedding of zeros. Rows follow LmdbPairs' key order, and the files are a pure
-function of (shards, index, params), so two runs write byte-identical files.
+and the empty one (restoring conditions on it), sorted, so it is the same for every level; without
+a text encoder every sample points at one fixed null embedding of zeros. Rows follow LmdbPairs'
+key order, and the files are a pure function of (shards, index, params), so two runs write
+byte-identical files.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from linefuse.data.transforms import normalise
-from linefuse.train.model import unet_config
-from linefuse.params import Params
 from linefuse.data.readers import LmdbPairs
+from linefuse.data.transforms import normalise
+from linefuse.params import Params
 from linefuse.stage import UserError
+from linefuse.train.model import unet_config
 
 log = logging.getLogger("linefuse")
 
@@ -71,7 +72,7 @@ def encode_pixels(vae, pixels_uint8_bhwc: torch.Tensor) -> torch.Tensor:
     x = normalise(pixels_uint8_bhwc).to(device=parameter.device, dtype=parameter.dtype)
     with torch.no_grad():
         mean = vae.encode(x).latent_dist.mean
-    return ((mean.to(torch.float32) - _shift_factor(vae)) * float(vae.config.scaling_factor))
+    return (mean.to(torch.float32) - _shift_factor(vae)) * float(vae.config.scaling_factor)
 
 
 # --- prompts -----------------------------------------------------------------------------------
@@ -82,14 +83,19 @@ def _prompts_by_image(index_path: Path) -> dict[str, str]:
     import polars as pl
 
     index = pl.read_parquet(index_path, columns=["id", "prompt"])
-    return {i: p or NULL_PROMPT for i, p in zip(index["id"].to_list(), index["prompt"].to_list())}
+    ids, prompts = index["id"].to_list(), index["prompt"].to_list()
+    return {i: p or NULL_PROMPT for i, p in zip(ids, prompts, strict=True)}
 
 
-def _prompt_of_samples(prompts: dict[str, str], image_ids: list[str], index_path: Path) -> list[str]:
+def _prompt_of_samples(
+    prompts: dict[str, str], image_ids: list[str], index_path: Path
+) -> list[str]:
     missing = sorted({i for i in image_ids if i not in prompts})
     if missing:
-        raise UserError(f"{index_path} has no row for image {missing[0]} (and {len(missing) - 1} "
-                        "more) found in the shards; rerun index and shard")
+        raise UserError(
+            f"{index_path} has no row for image {missing[0]} (and {len(missing) - 1} "
+            "more) found in the shards; rerun index and shard"
+        )
     return [prompts[i] for i in image_ids]
 
 
@@ -103,9 +109,15 @@ def _release(module, device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def encode_prompts(folder: str, prompts: list[str], batch_size: int, device: str,
-                   cross_attention_dim: int | None = None) -> torch.Tensor:
-    """Each prompt once through a Stable-Diffusion-layout CLIP text encoder -> float32 (P, seq, dim)."""
+def encode_prompts(
+    folder: str,
+    prompts: list[str],
+    batch_size: int,
+    device: str,
+    cross_attention_dim: int | None = None,
+) -> torch.Tensor:
+    """Each prompt once through a Stable-Diffusion-layout CLIP text encoder -> float32 (P, seq,
+    dim)."""
     from transformers import CLIPTextModel, CLIPTokenizer
 
     root = Path(folder)
@@ -116,8 +128,10 @@ def encode_prompts(folder: str, prompts: list[str], batch_size: int, device: str
     encoder.to(device)
     hidden = encoder.config.hidden_size
     if cross_attention_dim is not None and hidden != cross_attention_dim:
-        raise UserError(f"model.text_encoder {folder} gives {hidden}-wide embeddings but the UNet's "
-                        f"cross_attention_dim is {cross_attention_dim}; use a matching pair")
+        raise UserError(
+            f"model.text_encoder {folder} gives {hidden}-wide embeddings but the UNet's "
+            f"cross_attention_dim is {cross_attention_dim}; use a matching pair"
+        )
     max_length = tokenizer.model_max_length
     if not max_length or max_length >= _UNSET_MAX_LENGTH:
         max_length = encoder.config.max_position_embeddings
@@ -125,8 +139,13 @@ def encode_prompts(folder: str, prompts: list[str], batch_size: int, device: str
     chunks = []
     with torch.no_grad():
         for start in range(0, len(prompts), batch_size):
-            tokens = tokenizer(prompts[start:start + batch_size], padding="max_length",
-                               max_length=max_length, truncation=True, return_tensors="pt")
+            tokens = tokenizer(
+                prompts[start : start + batch_size],
+                padding="max_length",
+                max_length=max_length,
+                truncation=True,
+                return_tensors="pt",
+            )
             mask = tokens.attention_mask.to(device) if use_mask else None
             out = encoder(tokens.input_ids.to(device), attention_mask=mask)
             chunks.append(out.last_hidden_state.to("cpu", torch.float32))
@@ -159,8 +178,14 @@ def _save(tensors: dict[str, torch.Tensor], path: Path) -> int:
     return path.stat().st_size
 
 
-def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, out_dir: Path,
-                device: str = "cpu") -> dict:
+def embed_level(
+    params: Params,
+    level: str,
+    shards_dir: Path,
+    index_path: Path,
+    out_dir: Path,
+    device: str = "cpu",
+) -> dict:
     """Writes into out_dir (exists, empty; the caller renames it atomically): for each split in
     params.embed.splits that has samples: {split}.safetensors with tensors 'blurred' (N,C,h,w),
     'sharp' (N,C,h,w) in the embed dtype and 'prompt' (N,) int64; prompts.safetensors with
@@ -184,9 +209,13 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
             continue
         if _uniform_shape(pairs) is None:
             sizes = sorted({f"{w}x{h}" for _, h, w, _ in pairs.shapes})
-            log.warning("embed@%s: %s samples differ in size (%s); split skipped (set "
-                        "shards.eval_crop to embed it)", level, split, ", ".join(sizes[:4])
-                        + (", ..." if len(sizes) > 4 else ""))
+            log.warning(
+                "embed@%s: %s samples differ in size (%s); split skipped (set "
+                "shards.eval_crop to embed it)",
+                level,
+                split,
+                ", ".join(sizes[:4]) + (", ..." if len(sizes) > 4 else ""),
+            )
             skipped.append(split)
             continue
         splits[split] = pairs
@@ -196,25 +225,30 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
     cross_attention_dim = int(unet_config(model.unet)["cross_attention_dim"])
     if model.text_encoder:
         by_image = _prompts_by_image(index_path)
-        per_split = {split: _prompt_of_samples(by_image, [m["image_id"] for m in pairs.metas],
-                                               index_path)
-                     for split, pairs in splits.items()}
+        per_split = {
+            split: _prompt_of_samples(by_image, [m["image_id"] for m in pairs.metas], index_path)
+            for split, pairs in splits.items()
+        }
         # every distinct prompt of the index, so all levels share one table (training reads the
         # first level's) whichever images each level or split holds; and the empty prompt, which
         # pretrain saves with the base for restoring
         table = sorted(set(by_image.values()) | {NULL_PROMPT})
         started = time.perf_counter()
-        embeddings = encode_prompts(model.text_encoder, table, embed.batch_size, device,
-                                    cross_attention_dim)
+        embeddings = encode_prompts(
+            model.text_encoder, table, embed.batch_size, device, cross_attention_dim
+        )
         encode_seconds += time.perf_counter() - started
         row_of = {prompt: row for row, prompt in enumerate(table)}
-        prompt_rows = {split: torch.tensor([row_of[p] for p in prompts], dtype=torch.int64)
-                       for split, prompts in per_split.items()}
+        prompt_rows = {
+            split: torch.tensor([row_of[p] for p in prompts], dtype=torch.int64)
+            for split, prompts in per_split.items()
+        }
     else:
         table = [NULL_PROMPT]
         embeddings = torch.zeros(1, 1, cross_attention_dim, dtype=torch.float32)
-        prompt_rows = {split: torch.zeros(len(pairs), dtype=torch.int64)
-                       for split, pairs in splits.items()}
+        prompt_rows = {
+            split: torch.zeros(len(pairs), dtype=torch.int64) for split, pairs in splits.items()
+        }
 
     vae = load_vae(model.vae).to(device) if mode == "latent" else None
     scaling_factor = float(vae.config.scaling_factor) if vae is not None else 1.0
@@ -225,8 +259,12 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
 
     written = 0
     splits_manifest: dict[str, dict] = {}
-    bar = tqdm(total=sum(len(p) for p in splits.values()), desc=f"embed@{level}", unit="sample",
-               disable=None)
+    bar = tqdm(
+        total=sum(len(p) for p in splits.values()),
+        desc=f"embed@{level}",
+        unit="sample",
+        disable=None,
+    )
     with bar:
         for split, pairs in splits.items():
             out: dict[str, torch.Tensor] = {}
@@ -237,7 +275,7 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
                         encoded = transform(batch).to("cpu", dtype)
                         if name not in out:  # allocated once the first batch gives (C, h, w)
                             out[name] = torch.empty((len(pairs), *encoded.shape[1:]), dtype=dtype)
-                        out[name][start:start + len(encoded)] = encoded
+                        out[name][start : start + len(encoded)] = encoded
                     encode_seconds += time.perf_counter() - started
                     bar.update(len(blurred))
             finally:
@@ -245,8 +283,11 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
             out["prompt"] = prompt_rows[split]
             written += _save(out, out_dir / split_file(split))
             shape = list(out["sharp"].shape[1:])
-            splits_manifest[split] = {"count": len(pairs), "shape": shape,
-                                      "keys": [key.decode() for key in pairs.keys]}
+            splits_manifest[split] = {
+                "count": len(pairs),
+                "shape": shape,
+                "keys": [key.decode() for key in pairs.keys],
+            }
     if vae is not None:
         shift = _shift_factor(vae)
         _release(vae, device)
@@ -255,19 +296,31 @@ def embed_level(params: Params, level: str, shards_dir: Path, index_path: Path, 
         shift = 0.0
 
     written += _save({"embeddings": embeddings}, out_dir / PROMPTS)
-    manifest = {"mode": mode, "dtype": embed.dtype, "channels": channels,
-                "scaling_factor": scaling_factor, "vae": model.vae,
-                "text_encoder": model.text_encoder, "prompts": table, "splits": splits_manifest}
+    manifest = {
+        "mode": mode,
+        "dtype": embed.dtype,
+        "channels": channels,
+        "scaling_factor": scaling_factor,
+        "vae": model.vae,
+        "text_encoder": model.text_encoder,
+        "prompts": table,
+        "splits": splits_manifest,
+    }
     if shift:
         manifest["shift_factor"] = shift  # only for VAEs that set one (SD3/Flux)
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     (out_dir / MANIFEST).write_text(text)
     written += len(text.encode())
 
-    return {"mode": mode, "dtype": embed.dtype,
-            "samples": {split: m["count"] for split, m in splits_manifest.items()},
-            "skipped": skipped, "prompts": len(table),
-            "encode_seconds": round(encode_seconds, 3), "bytes": written}
+    return {
+        "mode": mode,
+        "dtype": embed.dtype,
+        "samples": {split: m["count"] for split, m in splits_manifest.items()},
+        "skipped": skipped,
+        "prompts": len(table),
+        "encode_seconds": round(encode_seconds, 3),
+        "bytes": written,
+    }
 
 
 # --- reading -----------------------------------------------------------------------------------
@@ -286,8 +339,10 @@ class EmbeddedPairs:
         self.split = split
         self.manifest = json.loads((self.root / MANIFEST).read_text())
         if split not in self.manifest["splits"]:
-            raise UserError(f"{self.root} holds no {split} split (it has "
-                            f"{', '.join(self.manifest['splits']) or 'none'}); check embed.splits")
+            raise UserError(
+                f"{self.root} holds no {split} split (it has "
+                f"{', '.join(self.manifest['splits']) or 'none'}); check embed.splits"
+            )
         entry = self.manifest["splits"][split]
         self.keys: list[str] = list(entry["keys"])
         self.shape: tuple[int, ...] = tuple(entry["shape"])
@@ -307,9 +362,11 @@ class EmbeddedPairs:
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         tensors = self.tensors()
-        return (tensors["blurred"][index].to(torch.float32),
-                tensors["sharp"][index].to(torch.float32),
-                int(tensors["prompt"][index]))
+        return (
+            tensors["blurred"][index].to(torch.float32),
+            tensors["sharp"][index].to(torch.float32),
+            int(tensors["prompt"][index]),
+        )
 
     def prompt_embeddings(self) -> torch.Tensor:
         """The prompt table, float32 (P, seq, dim)."""
@@ -321,8 +378,10 @@ class EmbeddedPairs:
         """The empty prompt's row of the table, (1, seq, dim): what restoring conditions on."""
         prompts = self.manifest["prompts"]
         if NULL_PROMPT not in prompts:
-            raise UserError(f"{self.root} has no empty prompt in its table (embedded before "
-                            f"LineFuse always added it); rerun `linefuse embed`")
+            raise UserError(
+                f"{self.root} has no empty prompt in its table (embedded before "
+                f"LineFuse always added it); rerun `linefuse embed`"
+            )
         return self.prompt_embeddings()[prompts.index(NULL_PROMPT)][None]
 
     def __getstate__(self) -> dict:

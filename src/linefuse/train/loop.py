@@ -23,16 +23,25 @@ from diffusers.optimization import get_cosine_schedule_with_warmup
 from peft import set_peft_model_state_dict
 from safetensors.torch import load_file
 
+from linefuse import paths
+from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.hardware import Choice, choose_device, choose_precision
+from linefuse.params import Params
+from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
 from linefuse.train.embed import EmbeddedPairs
-from linefuse.hardware import Choice, choose_device, choose_precision
-from linefuse.train.model import (add_lora, build_unet, count_parameters, load_base, predict, quantize_frozen,
-                    save_adapter, save_base, unet_config)
-from linefuse import paths
-from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
-from linefuse.params import Params
-from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
+from linefuse.train.model import (
+    add_lora,
+    build_unet,
+    count_parameters,
+    load_base,
+    predict,
+    quantize_frozen,
+    save_adapter,
+    save_base,
+    unet_config,
+)
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
@@ -67,10 +76,17 @@ class Job:
 
 
 def pretrain_job(params: Params) -> Job:
-    return Job(name="pretrain", steps=params.pretrain.steps, lr=params.pretrain.lr,
-               levels=list(params.degrade.levels), out_dir=paths.BASE_DIR,
-               metrics_path=paths.train_metrics("pretrain"), log_dir=paths.train_logs("pretrain"),
-               lora=False, settings=params.model_dump(include={"model", "optim", "pretrain"}))
+    return Job(
+        name="pretrain",
+        steps=params.pretrain.steps,
+        lr=params.pretrain.lr,
+        levels=list(params.degrade.levels),
+        out_dir=paths.BASE_DIR,
+        metrics_path=paths.train_metrics("pretrain"),
+        log_dir=paths.train_logs("pretrain"),
+        lora=False,
+        settings=params.model_dump(include={"model", "optim", "pretrain"}),
+    )
 
 
 def train_job(params: Params, level: str) -> Job:
@@ -78,29 +94,43 @@ def train_job(params: Params, level: str) -> Job:
     before = params.train.predecessor(level)
     unfreeze = params.train.unfreeze
     hybrid = unfreeze.level is not None and order.index(level) >= order.index(unfreeze.level)
-    return Job(name=f"train@{level}", steps=params.train.curriculum[level].steps,
-               lr=params.train.curriculum[level].lr, levels=params.train.training_levels(level),
-               out_dir=paths.adapter(level), metrics_path=paths.train_metrics(level),
-               log_dir=paths.train_logs(level), lora=True,
-               init_adapter=paths.adapter(before) if before else None,
-               unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
-               settings={**params.model_dump(include={"model", "optim"}),
-                         "lora": params.train.lora.model_dump(), "level": level,
-                         "replay": params.train.replay, "ordered": params.train.ordered,
-                         "curriculum": params.train.curriculum[level].model_dump()})
+    return Job(
+        name=f"train@{level}",
+        steps=params.train.curriculum[level].steps,
+        lr=params.train.curriculum[level].lr,
+        levels=params.train.training_levels(level),
+        out_dir=paths.adapter(level),
+        metrics_path=paths.train_metrics(level),
+        log_dir=paths.train_logs(level),
+        lora=True,
+        init_adapter=paths.adapter(before) if before else None,
+        unfreeze_blocks=list(unfreeze.blocks) if hybrid else [],
+        settings={
+            **params.model_dump(include={"model", "optim"}),
+            "lora": params.train.lora.model_dump(),
+            "level": level,
+            "replay": params.train.replay,
+            "ordered": params.train.ordered,
+            "curriculum": params.train.curriculum[level].model_dump(),
+        },
+    )
 
 
 def make_accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:
     """The accelerator on the device and precision chosen for this machine, and both choices."""
     device = choose_device(params.compute.device)
     precision = choose_precision(params.optim.precision, device.value)
-    ddp = DistributedDataParallelKwargs(find_unused_parameters=False, gradient_as_bucket_view=True,
-                                        static_graph=True)
+    ddp = DistributedDataParallelKwargs(
+        find_unused_parameters=False, gradient_as_bucket_view=True, static_graph=True
+    )
     # cpu=True makes a multi-process launch use gloo (MULTI_CPU), also on a machine with a GPU
-    accelerator = Accelerator(cpu=device.value == "cpu",
-                              mixed_precision={"fp32": "no"}.get(precision.value, precision.value),
-                              gradient_accumulation_steps=params.optim.grad_accum,
-                              kwargs_handlers=[ddp], project_dir=str(state_dir))
+    accelerator = Accelerator(
+        cpu=device.value == "cpu",
+        mixed_precision={"fp32": "no"}.get(precision.value, precision.value),
+        gradient_accumulation_steps=params.optim.grad_accum,
+        kwargs_handlers=[ddp],
+        project_dir=str(state_dir),
+    )
     return accelerator, device, precision
 
 
@@ -109,13 +139,19 @@ def make_optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: floa
         try:
             import bitsandbytes
         except ImportError:
-            raise UserError("optim.optimizer: adamw8bit needs bitsandbytes and a CUDA GPU; "
-                            "pip install bitsandbytes, or use adamw") from None
-        return bitsandbytes.optim.AdamW8bit(trainable, lr=lr, weight_decay=params.optim.weight_decay)
+            raise UserError(
+                "optim.optimizer: adamw8bit needs bitsandbytes and a CUDA GPU; "
+                "pip install bitsandbytes, or use adamw"
+            ) from None
+        return bitsandbytes.optim.AdamW8bit(
+            trainable, lr=lr, weight_decay=params.optim.weight_decay
+        )
     return torch.optim.AdamW(trainable, lr=lr, weight_decay=params.optim.weight_decay)
 
 
-def training_data(params: Params, job: Job, accelerator: Accelerator) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
+def training_data(
+    params: Params, job: Job, accelerator: Accelerator
+) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
     """The batch stream, the prompt embedding table, the channel count and the input files."""
     reader = params.loader.reader
     if reader == "embeddings":
@@ -123,29 +159,45 @@ def training_data(params: Params, job: Job, accelerator: Accelerator) -> tuple[B
         manifests = [d / "manifest.json" for d in dirs]
         for manifest in manifests:
             if not manifest.is_file():
-                raise UserError(f"{manifest.parent} is missing; run `linefuse embed --level "
-                                f"{manifest.parent.name}` first")
+                raise UserError(
+                    f"{manifest.parent} is missing; run `linefuse embed --level "
+                    f"{manifest.parent.name}` first"
+                )
         dataset = map_dataset(reader, dirs, "train", job.domain)
         prompts = EmbeddedPairs(dirs[0], "train").prompt_embeddings()
         channels = json.loads(manifests[0].read_text())["channels"]
-        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
-                             params.optim.seed, dataset=dataset)
+        stream = BatchStream(
+            accelerator, params.loader, params.optim.batch_size, params.optim.seed, dataset=dataset
+        )
         return stream, prompts, channels, manifests
     if params.model.vae is not None:
-        raise UserError(f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
-                        f"needs loader.reader: embeddings")
+        raise UserError(
+            f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
+            f"needs loader.reader: embeddings"
+        )
     dirs = [paths.shards(level) for level in job.levels]
     manifests = [d / SHARD_MANIFEST for d in dirs if d.name not in params.loader.shard_urls]
     if reader == "lmdb":
-        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
-                             params.optim.seed, dataset=map_dataset(reader, dirs, "train", job.domain))
+        stream = BatchStream(
+            accelerator,
+            params.loader,
+            params.optim.batch_size,
+            params.optim.seed,
+            dataset=map_dataset(reader, dirs, "train", job.domain),
+        )
     elif job.domain is not None:
-        raise UserError("loader.reader: webdataset streams every domain; per-domain adapters "
-                        "(train.adapters: per_domain) need loader.reader: embeddings or lmdb")
+        raise UserError(
+            "loader.reader: webdataset streams every domain; per-domain adapters "
+            "(train.adapters: per_domain) need loader.reader: embeddings or lmdb"
+        )
     else:
-        stream = BatchStream(accelerator, params.loader, params.optim.batch_size,
-                             params.optim.seed, urls=shard_stream_urls(dirs, "train",
-                                                                       params.loader.shard_urls))
+        stream = BatchStream(
+            accelerator,
+            params.loader,
+            params.optim.batch_size,
+            params.optim.seed,
+            urls=shard_stream_urls(dirs, "train", params.loader.shard_urls),
+        )
     return stream, null_prompt(params, job.levels), 3, manifests
 
 
@@ -183,15 +235,24 @@ def run(params: Params, job: Job) -> dict:
     started = time.perf_counter()
     store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
     accelerator, device, precision = make_accelerator(params, store_probe.root)
-    log.info("%s: device %s (%s); precision %s (%s)", job.name, accelerator.device, device.reason,
-             precision.value, precision.reason)
+    log.info(
+        "%s: device %s (%s); precision %s (%s)",
+        job.name,
+        accelerator.device,
+        device.reason,
+        precision.value,
+        precision.reason,
+    )
     set_seed(params.optim.seed)
     stream, prompt_table, channels, input_files = training_data(params, job, accelerator)
     adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
     if job.lora:
         adapter_files.append(paths.BASE_DIR / "diffusion_pytorch_model.safetensors")
-    store = CheckpointStore(job.name, fingerprint(job.settings, input_files + adapter_files),
-                            params.optim.keep_checkpoints)
+    store = CheckpointStore(
+        job.name,
+        fingerprint(job.settings, input_files + adapter_files),
+        params.optim.keep_checkpoints,
+    )
 
     model = training_model(params, job, channels)
     trainable_params, total_params = count_parameters(model)
@@ -220,9 +281,15 @@ def run(params: Params, job: Job) -> dict:
     staging_logs = store.logs_dir()
     if start_step > 0:
         trim_step_log(staging_logs, start_step)
-    logger = StepLogger(staging_logs, job.name, params.optim.log_every,
-                        params.optim.memory_warn_fraction, accelerator.device,
-                        enabled=accelerator.is_main_process, resume=start_step > 0)
+    logger = StepLogger(
+        staging_logs,
+        job.name,
+        params.optim.log_every,
+        params.optim.memory_warn_fraction,
+        accelerator.device,
+        enabled=accelerator.is_main_process,
+        resume=start_step > 0,
+    )
     seen, samples_seen, last, total_wait = hashlib.sha256(), 0, {}, 0.0
     batches = stream.batches(skip=start_step * params.optim.grad_accum)
     model.train()
@@ -236,20 +303,37 @@ def run(params: Params, job: Job) -> dict:
             seen.update(blurred.detach().float().cpu().numpy().tobytes())
             samples_seen += blurred.shape[0]
             try:
-                loss, terms = training_step(params, accelerator, scheduler, model, optimizer,
-                                            schedule, trainable, blurred, sharp,
-                                            prompt_table[prompt_index], step, micro)
+                loss, terms = training_step(
+                    params,
+                    accelerator,
+                    scheduler,
+                    model,
+                    optimizer,
+                    schedule,
+                    trainable,
+                    blurred,
+                    sharp,
+                    prompt_table[prompt_index],
+                    step,
+                    micro,
+                )
             except NonFiniteLoss as error:
                 kept = store.latest()
                 raise TrainingDiverged(
                     f"{job.name}: loss became {error} at step {step + 1}; "
-                    f"{'kept the checkpoint at step %d' % kept[1] if kept else 'no checkpoint yet'}"
-                    f"; lower the learning rate or use optim.precision: fp32") from None
-            logger.add({"loss": float(loss.detach()), **terms}, blurred.shape[0] * processes, waited)
+                    f"{f'kept the checkpoint at step {kept[1]}' if kept else 'no checkpoint yet'}"
+                    f"; lower the learning rate or use optim.precision: fp32"
+                ) from None
+            logger.add(
+                {"loss": float(loss.detach()), **terms}, blurred.shape[0] * processes, waited
+            )
         done = step + 1
         if done % params.optim.log_every == 0 or done == job.steps:
-            last = logger.flush(done, schedule.get_last_lr()[0],
-                                {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None)
+            last = logger.flush(
+                done,
+                schedule.get_last_lr()[0],
+                {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None,
+            )
         if done % params.optim.checkpoint_every == 0 and done < job.steps:
             store.save(accelerator, done)
     loop_seconds = time.perf_counter() - loop_started
@@ -258,30 +342,49 @@ def run(params: Params, job: Job) -> dict:
     unwrapped = accelerator.unwrap_model(model)
     weights_digest = _digest(p for p in unwrapped.parameters() if p.requires_grad)
     staging_logs.mkdir(parents=True, exist_ok=True)
-    write_json(staging_logs / f"rank{accelerator.process_index}.json",
-               {"samples_seen": samples_seen, "sample_digest": seen.hexdigest()[:16],
-                "trainable_weights_digest": weights_digest})
+    write_json(
+        staging_logs / f"rank{accelerator.process_index}.json",
+        {
+            "samples_seen": samples_seen,
+            "sample_digest": seen.hexdigest()[:16],
+            "trainable_weights_digest": weights_digest,
+        },
+    )
     steps_run = job.steps - start_step
     metrics = {
-        "steps": job.steps, "resumed_from_step": start_step,
-        "final_loss": last.get("loss"), "lr_final": last.get("lr"),
-        "samples_per_s": steps_run * params.optim.grad_accum * params.optim.batch_size * processes
+        "steps": job.steps,
+        "resumed_from_step": start_step,
+        "final_loss": last.get("loss"),
+        "lr_final": last.get("lr"),
+        "samples_per_s": steps_run
+        * params.optim.grad_accum
+        * params.optim.batch_size
+        * processes
         / max(loop_seconds, 1e-9),
         "data_wait_fraction": total_wait / max(loop_seconds, 1e-9),
-        "trainable_params": trainable_params, "total_params": total_params,
+        "trainable_params": trainable_params,
+        "total_params": total_params,
         "trainable_fraction": trainable_params / total_params,
-        "processes": processes, "device": str(accelerator.device), "device_reason": device.reason,
-        "precision": precision.value, "precision_reason": precision.reason,
-        "seconds": time.perf_counter() - started, **peak_memory_mb(accelerator.device),
+        "processes": processes,
+        "device": str(accelerator.device),
+        "device_reason": device.reason,
+        "precision": precision.value,
+        "precision_reason": precision.reason,
+        "seconds": time.perf_counter() - started,
+        **peak_memory_mb(accelerator.device),
     }
     accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
     if accelerator.is_main_process:
-        metrics["val_loss"] = _validation_loss(params, job, unwrapped, scheduler, prompt_table,
-                                               accelerator.device)
+        metrics["val_loss"] = _validation_loss(
+            params, job, unwrapped, scheduler, prompt_table, accelerator.device
+        )
         logger.close(metrics)
         # all three outputs or none: each is renamed into place only once all are written
-        with atomic_dir(job.out_dir) as model_dir, atomic_file(job.metrics_path) as metrics_file, \
-                atomic_dir(job.log_dir) as log_dir:
+        with (
+            atomic_dir(job.out_dir) as model_dir,
+            atomic_file(job.metrics_path) as metrics_file,
+            atomic_dir(job.log_dir) as log_dir,
+        ):
             if job.lora:
                 save_adapter(unwrapped, model_dir)
             else:
@@ -297,24 +400,46 @@ def run(params: Params, job: Job) -> dict:
 def make_schedule(params: Params, job: Job, optimizer, processes: int):
     """Cosine with warmup; accelerate steps a prepared schedule once per process, so its
     lengths are scaled by the process count."""
-    return get_cosine_schedule_with_warmup(optimizer, params.optim.warmup_steps * processes,
-                                           job.steps * processes)
+    return get_cosine_schedule_with_warmup(
+        optimizer, params.optim.warmup_steps * processes, job.steps * processes
+    )
 
 
 def _untimed(name: str):
     return contextlib.nullcontext()
 
 
-def training_step(params: Params, accelerator: Accelerator, scheduler, model, optimizer, schedule,
-                  trainable: list[torch.nn.Parameter], blurred, sharp, prompt_embeds, step: int,
-                  micro: int, phase=_untimed) -> tuple[torch.Tensor, dict]:
+def training_step(
+    params: Params,
+    accelerator: Accelerator,
+    scheduler,
+    model,
+    optimizer,
+    schedule,
+    trainable: list[torch.nn.Parameter],
+    blurred,
+    sharp,
+    prompt_embeds,
+    step: int,
+    micro: int,
+    phase=_untimed,
+) -> tuple[torch.Tensor, dict]:
     """One micro-batch: loss, backward, and (on the last micro-batch) the optimizer step.
     `phase(name)` wraps forward, backward and optimizer step (the profiler times them); raises
     NonFiniteLoss before the backward pass of a loss that is not finite."""
     with accelerator.accumulate(model):
         with phase("forward"):
-            loss, terms = step_loss(params, scheduler, model, blurred, sharp, prompt_embeds, step,
-                                    micro, accelerator.process_index)
+            loss, terms = step_loss(
+                params,
+                scheduler,
+                model,
+                blurred,
+                sharp,
+                prompt_embeds,
+                step,
+                micro,
+                accelerator.process_index,
+            )
         if not torch.isfinite(loss):
             raise NonFiniteLoss(float(loss.detach()))
         with phase("backward"):
@@ -328,11 +453,22 @@ def training_step(params: Params, accelerator: Accelerator, scheduler, model, op
     return loss, terms
 
 
-def step_loss(params: Params, scheduler, model, blurred, sharp, prompt_embeds, step: int,
-              micro: int, rank: int) -> tuple[torch.Tensor, dict]:
-    """Noise and timesteps come from (seed, step, micro-batch, rank): a resumed run draws the same."""
+def step_loss(
+    params: Params,
+    scheduler,
+    model,
+    blurred,
+    sharp,
+    prompt_embeds,
+    step: int,
+    micro: int,
+    rank: int,
+) -> tuple[torch.Tensor, dict]:
+    """Noise and timesteps come from (seed, step, micro-batch, rank): a resumed run draws the
+    same."""
     generator = torch.Generator().manual_seed(
-        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank)
+        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
+    )
     x0 = clean_signal(blurred, sharp, params.model)
     noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
     timesteps = torch.randint(0, params.model.train_timesteps, (x0.shape[0],), generator=generator)
@@ -343,7 +479,9 @@ def step_loss(params: Params, scheduler, model, blurred, sharp, prompt_embeds, s
 
 
 @torch.no_grad()
-def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, device) -> float | None:
+def _validation_loss(
+    params: Params, job: Job, model, scheduler, prompt_table, device
+) -> float | None:
     """Mean loss over the val split with fixed noise, the same draw for every run and level."""
     if params.loader.reader != "embeddings":
         return None
@@ -354,7 +492,9 @@ def _validation_loss(params: Params, job: Job, model, scheduler, prompt_table, d
     model.eval()
     losses = []
     for start in range(0, len(dataset), params.optim.batch_size):
-        items = [dataset[i] for i in range(start, min(start + params.optim.batch_size, len(dataset)))]
+        items = [
+            dataset[i] for i in range(start, min(start + params.optim.batch_size, len(dataset)))
+        ]
         blurred = torch.stack([item[0] for item in items]).to(device)
         sharp = torch.stack([item[1] for item in items]).to(device)
         prompts = prompt_table[torch.tensor([item[2] for item in items])]
@@ -375,7 +515,11 @@ def pretrain_or_copy(params: Params) -> dict:
     with atomic_dir(job.out_dir) as tmp:
         save_base(unet, tmp, null_prompt(params, job.levels))
     trainable, total = count_parameters(unet)
-    metrics = {"steps": 0, "pretrained": params.model.unet, "total_params": total,
-               "trainable_params": trainable}
+    metrics = {
+        "steps": 0,
+        "pretrained": params.model.unet,
+        "total_params": total,
+        "trainable_params": trainable,
+    }
     write_json(job.metrics_path, metrics)
     return metrics

@@ -49,13 +49,17 @@ def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
     unet = UNet2DConditionModel.from_pretrained(spec)
     in_channels, out_channels = unet.config.in_channels, unet.config.out_channels
     if out_channels != channels:
-        raise UserError(f"model.unet: {spec} has {out_channels} output channels; the data has "
-                         f"{channels} (pixel or VAE latent channels), so it needs {channels}")
+        raise UserError(
+            f"model.unet: {spec} has {out_channels} output channels; the data has "
+            f"{channels} (pixel or VAE latent channels), so it needs {channels}"
+        )
     if in_channels == channels:
         return widen_conv_in(unet, 2 * channels)
     if in_channels != 2 * channels:
-        raise UserError(f"model.unet: {spec} has {in_channels} input channels; accepts {channels} "
-                         f"(widened for the condition) or {2 * channels} (already conditional)")
+        raise UserError(
+            f"model.unet: {spec} has {in_channels} input channels; accepts {channels} "
+            f"(widened for the condition) or {2 * channels} (already conditional)"
+        )
     return unet
 
 
@@ -66,8 +70,15 @@ def widen_conv_in(unet: UNet2DConditionModel, in_channels: int) -> UNet2DConditi
     so it starts from exactly what the pretrained model computed.
     """
     old = unet.conv_in
-    new = nn.Conv2d(in_channels, old.out_channels, old.kernel_size, old.stride, old.padding,
-                    device=old.weight.device, dtype=old.weight.dtype)
+    new = nn.Conv2d(
+        in_channels,
+        old.out_channels,
+        old.kernel_size,
+        old.stride,
+        old.padding,
+        device=old.weight.device,
+        dtype=old.weight.dtype,
+    )
     with torch.no_grad():
         new.weight.zero_()
         new.weight[:, : old.in_channels].copy_(old.weight)
@@ -89,13 +100,19 @@ def lora_config(lora: LoraParams, modules_to_save: list[str] | None = None) -> p
         blocks = "|".join(re.escape(block) for block in lora.blocks)
         names = "|".join(re.escape(name) for name in lora.target_modules)
         targets = rf"^(?:{blocks})\.(?:.*\.)?(?:{names})$"
-    return peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                           target_modules=targets, init_lora_weights=True,
-                           modules_to_save=modules_to_save)
+    return peft.LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        init_lora_weights=True,
+        modules_to_save=modules_to_save,
+    )
 
 
-def add_lora(unet: UNet2DConditionModel, lora: LoraParams,
-             unfreeze_blocks: list[str] = ()) -> peft.PeftModel:
+def add_lora(
+    unet: UNet2DConditionModel, lora: LoraParams, unfreeze_blocks: list[str] = ()
+) -> peft.PeftModel:
     """Wrap the UNet with a fresh LoRA adapter; only LoRA and `unfreeze_blocks` stay trainable."""
     _require_blocks(unet, lora.blocks, "train.lora.blocks")
     _require_blocks(unet, unfreeze_blocks, "train.unfreeze.blocks")
@@ -107,8 +124,10 @@ def add_lora(unet: UNet2DConditionModel, lora: LoraParams,
         outside = ""
         if unfreeze_blocks:
             outside = f" outside train.unfreeze.blocks {list(unfreeze_blocks)}"
-        raise UserError(f"train.lora.target_modules / train.lora.blocks: no module of the UNet "
-                         f"matches {list(lora.target_modules)} {where}{outside}") from None
+        raise UserError(
+            f"train.lora.target_modules / train.lora.blocks: no module of the UNet "
+            f"matches {list(lora.target_modules)} {where}{outside}"
+        ) from None
 
 
 def _require_blocks(unet: nn.Module, blocks, key: str) -> None:
@@ -116,12 +135,15 @@ def _require_blocks(unet: nn.Module, blocks, key: str) -> None:
     names = dict(unet.named_modules())
     for block in blocks:
         if block not in names:
-            raise UserError(f"{key}: the UNet has no module {block!r}; accepts names like "
-                             f"mid_block, down_blocks.0, up_blocks.2")
+            raise UserError(
+                f"{key}: the UNet has no module {block!r}; accepts names like "
+                f"mid_block, down_blocks.0, up_blocks.2"
+            )
 
 
-def load_adapter(unet: UNet2DConditionModel, adapter_dir: str | Path,
-                 trainable: bool) -> peft.PeftModel:
+def load_adapter(
+    unet: UNet2DConditionModel, adapter_dir: str | Path, trainable: bool
+) -> peft.PeftModel:
     """Attach an adapter saved by PeftModel.save_pretrained; trainable to keep training it."""
     return peft.PeftModel.from_pretrained(unet, str(adapter_dir), is_trainable=trainable)
 
@@ -132,27 +154,33 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
-def predict(unet: nn.Module, noisy: Tensor, condition: Tensor, timesteps: Tensor,
-            prompt_embeds: Tensor) -> Tensor:
+def predict(
+    unet: nn.Module, noisy: Tensor, condition: Tensor, timesteps: Tensor, prompt_embeds: Tensor
+) -> Tensor:
     """The UNet's prediction for `noisy` given the condition; a bare UNet or a PeftModel."""
-    return unet(torch.cat([noisy, condition], dim=1), timesteps,
-                encoder_hidden_states=prompt_embeds).sample
+    return unet(
+        torch.cat([noisy, condition], dim=1), timesteps, encoder_hidden_states=prompt_embeds
+    ).sample
 
 
 def save_base(unet: UNet2DConditionModel, folder: Path, null_prompt: Tensor) -> None:
     """Write the base model (models/base) as a standard diffusers folder, safetensors only, with
     the empty prompt's embedding the model was trained with, so restoring needs nothing else."""
     unet.save_pretrained(folder, safe_serialization=True)
-    save_file({"embedding": null_prompt.detach().to("cpu", torch.float32).contiguous()},
-              str(Path(folder) / NULL_PROMPT_FILE))
+    save_file(
+        {"embedding": null_prompt.detach().to("cpu", torch.float32).contiguous()},
+        str(Path(folder) / NULL_PROMPT_FILE),
+    )
 
 
 def load_null_prompt(folder: Path) -> Tensor:
     """The (1, seq, dim) embedding save_base wrote beside the base model."""
     path = Path(folder) / NULL_PROMPT_FILE
     if not path.is_file():
-        raise UserError(f"{path} is missing (a base written before LineFuse saved the prompt "
-                        f"with the model); rerun `linefuse pretrain`")
+        raise UserError(
+            f"{path} is missing (a base written before LineFuse saved the prompt "
+            f"with the model); rerun `linefuse pretrain`"
+        )
     return load_file(str(path))["embedding"]
 
 
@@ -186,9 +214,14 @@ def quantize_frozen(unet: nn.Module, scheme: str | None) -> None:
     try:
         from optimum import quanto
     except ImportError:
-        raise UserError(f"model.quantize_base: {scheme} needs optimum-quanto; pip install "
-                          "optimum-quanto, or set it to null") from None
-    trainable = [name for name, module in unet.named_modules()
-                 if any(p.requires_grad for p in module.parameters(recurse=False))]
+        raise UserError(
+            f"model.quantize_base: {scheme} needs optimum-quanto; pip install "
+            "optimum-quanto, or set it to null"
+        ) from None
+    trainable = [
+        name
+        for name, module in unet.named_modules()
+        if any(p.requires_grad for p in module.parameters(recurse=False))
+    ]
     quanto.quantize(unet, weights=getattr(quanto, scheme), exclude=trainable or None)
     quanto.freeze(unet)

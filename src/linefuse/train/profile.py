@@ -16,7 +16,6 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 
 import peft
 import torch
@@ -53,11 +52,15 @@ def profile_job(params: Params, level: str | None, full: bool) -> Job:
     order = params.train.order()
     level = level or order[0]
     if level not in params.train.curriculum:
-        raise UserError(f"--level {level}: not in train.curriculum ({', '.join(order)}); "
-                        f"use --full for the full fine-tune")
+        raise UserError(
+            f"--level {level}: not in train.curriculum ({', '.join(order)}); "
+            f"use --full for the full fine-tune"
+        )
     if not paths.BASE_DIR.is_dir():
-        raise UserError(f"{paths.BASE_DIR} is missing; run `linefuse pretrain` first, or profile the "
-                        f"full fine-tune with --full")
+        raise UserError(
+            f"{paths.BASE_DIR} is missing; run `linefuse pretrain` first, or profile the "
+            f"full fine-tune with --full"
+        )
     return replace(train_job(params, level), init_adapter=None)
 
 
@@ -136,7 +139,7 @@ class StepProfiler:
         self.marks = [(self.now(), STEM)]  # the loss and the head come first
         yield
         ended = self.now()
-        for (at, label), (until, _) in zip(self.marks, self.marks[1:] + [(ended, "")]):
+        for (at, label), (until, _) in zip(self.marks, self.marks[1:] + [(ended, "")], strict=True):
             self.seconds[f"backward {label}"] += until - at
 
     def mark(self, label: str) -> None:
@@ -148,7 +151,7 @@ class StepProfiler:
         if not tensors:
             return value
         marked = _Marker.apply(self, label, *tensors.values())
-        return _rebuilt(value, dict(zip(tensors, marked)))
+        return _rebuilt(value, dict(zip(tensors, marked, strict=True)))
 
     def _entering(self, name: str):
         def hook(module, args, kwargs):
@@ -156,24 +159,28 @@ class StepProfiler:
             args, kwargs = self._marked((args, kwargs), STEM)
             self.started[name] = self.now()
             return args, kwargs
+
         return hook
 
     def _leaving(self, name: str):
         def hook(module, args, output):
             self.seconds[f"forward {name}"] += self.now() - self.started.pop(name)
             return self._marked(output, name)
+
         return hook
 
     def rows(self) -> dict[str, float]:
         """Seconds per table row, in pipeline order; they add up to the steps' wall time."""
         seconds = self.seconds
         in_blocks = sum(seconds[f"forward {name}"] for name in self.blocks)
-        rows = {"data loading": seconds["data loading"],
-                f"forward {STEM}": seconds["forward"] - in_blocks,
-                **{f"forward {name}": seconds[f"forward {name}"] for name in self.blocks},
-                **{f"backward {name}": seconds[f"backward {name}"] for name in reversed(self.blocks)},
-                f"backward {STEM}": seconds[f"backward {STEM}"],
-                "optimizer step": seconds["optimizer step"]}
+        rows = {
+            "data loading": seconds["data loading"],
+            f"forward {STEM}": seconds["forward"] - in_blocks,
+            **{f"forward {name}": seconds[f"forward {name}"] for name in self.blocks},
+            **{f"backward {name}": seconds[f"backward {name}"] for name in reversed(self.blocks)},
+            f"backward {STEM}": seconds[f"backward {STEM}"],
+            "optimizer step": seconds["optimizer step"],
+        }
         rows["other"] = seconds["step"] - sum(rows.values())
         return rows
 
@@ -206,17 +213,39 @@ def profile(params: Params, job: Job, steps: int) -> dict:
             for micro in range(params.optim.grad_accum):
                 with profiler.phase("data loading"):
                     blurred, sharp, prompt_index = next(batches)
-                training_step(params, accelerator, scheduler, model, optimizer, schedule, trainable,
-                              blurred, sharp, prompt_table[prompt_index], step, micro,
-                              phase=profiler.step_phase)
+                training_step(
+                    params,
+                    accelerator,
+                    scheduler,
+                    model,
+                    optimizer,
+                    schedule,
+                    trainable,
+                    blurred,
+                    sharp,
+                    prompt_table[prompt_index],
+                    step,
+                    micro,
+                    phase=profiler.step_phase,
+                )
     rows = profiler.rows()
     total = sum(rows.values())
-    return {"job": job.name, "lora": job.lora, "steps": steps, "warmup_steps": WARMUP_STEPS,
-            "batch_size": params.optim.batch_size, "grad_accum": params.optim.grad_accum,
-            "precision": precision.value, "device": str(accelerator.device),
-            "compile_ignored": params.optim.compile, "step_ms": 1000 * total / steps,
-            "rows": [{"name": name, "ms_per_step": 1000 * seconds / steps,
-                      "percent": 100 * seconds / total} for name, seconds in rows.items()]}
+    return {
+        "job": job.name,
+        "lora": job.lora,
+        "steps": steps,
+        "warmup_steps": WARMUP_STEPS,
+        "batch_size": params.optim.batch_size,
+        "grad_accum": params.optim.grad_accum,
+        "precision": precision.value,
+        "device": str(accelerator.device),
+        "compile_ignored": params.optim.compile,
+        "step_ms": 1000 * total / steps,
+        "rows": [
+            {"name": name, "ms_per_step": 1000 * seconds / steps, "percent": 100 * seconds / total}
+            for name, seconds in rows.items()
+        ],
+    }
 
 
 def format_report(report: dict) -> str:
@@ -226,11 +255,15 @@ def format_report(report: dict) -> str:
     if report["grad_accum"] > 1:
         batch += f" x {report['grad_accum']} accumulated"
     eager = ", eager (optim.compile ignored)" if report["compile_ignored"] else ""
-    lines = [f"profile {report['job']} ({kind}): {report['steps']} steps timed after "
-             f"{report['warmup_steps']} untimed warm-up steps, {batch}, {report['precision']}, "
-             f"{report['device']}{eager}",
-             f"{'':<26}{'ms/step':>10}{'%':>8}"]
-    lines += [f"{row['name']:<26}{row['ms_per_step']:>10.1f}{row['percent']:>8.1f}"
-              for row in report["rows"]]
+    lines = [
+        f"profile {report['job']} ({kind}): {report['steps']} steps timed after "
+        f"{report['warmup_steps']} untimed warm-up steps, {batch}, {report['precision']}, "
+        f"{report['device']}{eager}",
+        f"{'':<26}{'ms/step':>10}{'%':>8}",
+    ]
+    lines += [
+        f"{row['name']:<26}{row['ms_per_step']:>10.1f}{row['percent']:>8.1f}"
+        for row in report["rows"]
+    ]
     lines.append(f"{'total':<26}{report['step_ms']:>10.1f}{100:>8.1f}")
     return "\n".join(lines)

@@ -30,8 +30,16 @@ def peak_memory_mb(device: torch.device) -> dict[str, float]:
 class StepLogger:
     """Accumulates per-step figures and writes their means every `every` steps (main process)."""
 
-    def __init__(self, log_dir: Path, stage_name: str, every: int, memory_warn_fraction: float,
-                 device: torch.device, enabled: bool, resume: bool):
+    def __init__(
+        self,
+        log_dir: Path,
+        stage_name: str,
+        every: int,
+        memory_warn_fraction: float,
+        device: torch.device,
+        enabled: bool,
+        resume: bool,
+    ):
         self.every, self.device, self.enabled, self.stage_name = every, device, enabled, stage_name
         self.warn_fraction, self.warned = memory_warn_fraction, False
         self.window: dict[str, list[float]] = {}
@@ -41,8 +49,9 @@ class StepLogger:
         if enabled:
             log_dir.mkdir(parents=True, exist_ok=True)
             self.jsonl = open(log_dir / "steps.jsonl", "a" if resume else "w")
-            self.live = Live(dir=str(log_dir / "dvclive"), resume=resume, save_dvc_exp=False,
-                             dvcyaml=None)
+            self.live = Live(
+                dir=str(log_dir / "dvclive"), resume=resume, save_dvc_exp=False, dvcyaml=None
+            )
 
     def add(self, terms: dict[str, float], samples: int, data_wait_s: float) -> None:
         for name, value in terms.items():
@@ -53,11 +62,15 @@ class StepLogger:
     def flush(self, step: int, lr: float, extra: dict | None = None) -> dict:
         """Writes one record for the steps since the last flush and returns it."""
         elapsed = max(time.perf_counter() - self.window_started, 1e-9)
-        record = {"step": step, "lr": lr,
-                  **{name: sum(vals) / len(vals) for name, vals in self.window.items()},
-                  "samples_per_s": self.samples / elapsed,
-                  "data_wait_fraction": min(1.0, self.wait / elapsed),
-                  **peak_memory_mb(self.device), **(extra or {})}
+        record = {
+            "step": step,
+            "lr": lr,
+            **{name: sum(vals) / len(vals) for name, vals in self.window.items()},
+            "samples_per_s": self.samples / elapsed,
+            "data_wait_fraction": min(1.0, self.wait / elapsed),
+            **peak_memory_mb(self.device),
+            **(extra or {}),
+        }
         self._watch_memory()
         if self.enabled:
             self.jsonl.write(json.dumps(record) + "\n")
@@ -67,9 +80,15 @@ class StepLogger:
                     self.live.log_metric(f"train/{name}", value, plot=True)
             self.live.step = step
             self.live.next_step()
-            log.info("%s: step %d loss %.5f lr %.2e %.1f samples/s data-wait %.1f%%",
-                     self.stage_name, step, record.get("loss", float("nan")), lr,
-                     record["samples_per_s"], 100 * record["data_wait_fraction"])
+            log.info(
+                "%s: step %d loss %.5f lr %.2e %.1f samples/s data-wait %.1f%%",
+                self.stage_name,
+                step,
+                record.get("loss", float("nan")),
+                lr,
+                record["samples_per_s"],
+                100 * record["data_wait_fraction"],
+            )
         self.window, self.samples, self.wait = {}, 0, 0.0
         self.window_started = time.perf_counter()
         return record
@@ -80,9 +99,13 @@ class StepLogger:
             free, total = torch.cuda.mem_get_info(self.device)
             used = max(used, 1 - free / total)
         if used > self.warn_fraction and not self.warned:
-            log.warning("%s: memory use %.0f%% passed optim.memory_warn_fraction=%.2f; lower "
-                        "optim.batch_size or enable optim.gradient_checkpointing",
-                        self.stage_name, 100 * used, self.warn_fraction)
+            log.warning(
+                "%s: memory use %.0f%% passed optim.memory_warn_fraction=%.2f; lower "
+                "optim.batch_size or enable optim.gradient_checkpointing",
+                self.stage_name,
+                100 * used,
+                self.warn_fraction,
+            )
             self.warned = True
 
     def close(self, summary: dict) -> None:

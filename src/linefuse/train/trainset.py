@@ -97,8 +97,10 @@ def map_dataset(reader: str, level_dirs: list[Path], split: str, domain: str | N
     kind = EmbeddedPairs if reader == "embeddings" else PixelPairs
     parts = [kind(level_dir, split) for level_dir in level_dirs]
     if domain is not None:
-        parts = [Subset(part, [i for i, key in enumerate(part.keys) if key_domain(key) == domain])
-                 for part in parts]
+        parts = [
+            Subset(part, [i for i, key in enumerate(part.keys) if key_domain(key) == domain])
+            for part in parts
+        ]
     return parts[0] if len(parts) == 1 else ConcatDataset(parts)
 
 
@@ -108,35 +110,60 @@ def resolve_workers(workers: int | str) -> int:
 
 def loader_kwargs(loader: LoaderParams, on_gpu: bool) -> dict:
     workers = resolve_workers(loader.workers)
-    kwargs = {"num_workers": workers,
-              "pin_memory": on_gpu if loader.pin_memory == "auto" else loader.pin_memory}
+    kwargs = {
+        "num_workers": workers,
+        "pin_memory": on_gpu if loader.pin_memory == "auto" else loader.pin_memory,
+    }
     if workers > 0:
-        kwargs |= {"prefetch_factor": loader.prefetch_factor,
-                   "persistent_workers": loader.persistent_workers}
+        kwargs |= {
+            "prefetch_factor": loader.prefetch_factor,
+            "persistent_workers": loader.persistent_workers,
+        }
     return kwargs
 
 
 class BatchStream:
     """Endless batches, epoch after epoch; `batches(skip)` starts `skip` batches in."""
 
-    def __init__(self, accelerator, loader: LoaderParams, batch_size: int, seed: int,
-                 dataset=None, urls: list[str] | None = None):
-        self.accelerator, self.loader, self.batch_size, self.seed = accelerator, loader, batch_size, seed
+    def __init__(
+        self,
+        accelerator,
+        loader: LoaderParams,
+        batch_size: int,
+        seed: int,
+        dataset=None,
+        urls: list[str] | None = None,
+    ):
+        self.accelerator, self.loader, self.batch_size, self.seed = (
+            accelerator,
+            loader,
+            batch_size,
+            seed,
+        )
         on_gpu = accelerator.device.type == "cuda"
-        self.cache = LruCache(dataset, loader.cache_gb) if dataset is not None and loader.cache_gb else None
+        self.cache = (
+            LruCache(dataset, loader.cache_gb) if dataset is not None and loader.cache_gb else None
+        )
         if urls is not None:
             self.urls, self.dataloader = urls, None
             self.kwargs = loader_kwargs(loader, on_gpu)
             return
         data = self.cache or dataset
         self.sampler = EpochShuffle(len(data), seed)
-        dataloader = DataLoader(data, batch_size=batch_size, sampler=self.sampler, drop_last=True,
-                                **loader_kwargs(loader, on_gpu))
+        dataloader = DataLoader(
+            data,
+            batch_size=batch_size,
+            sampler=self.sampler,
+            drop_last=True,
+            **loader_kwargs(loader, on_gpu),
+        )
         self.dataloader = accelerator.prepare(dataloader)
         if len(self.dataloader) == 0:
-            raise ValueError(f"optim.batch_size {batch_size} x {accelerator.num_processes} "
-                             f"process(es) is more than the {len(data)} training samples; "
-                             f"lower optim.batch_size")
+            raise ValueError(
+                f"optim.batch_size {batch_size} x {accelerator.num_processes} "
+                f"process(es) is more than the {len(data)} training samples; "
+                f"lower optim.batch_size"
+            )
 
     def batches(self, skip: int = 0) -> Iterator:
         if self.dataloader is None:
@@ -145,26 +172,37 @@ class BatchStream:
         per_epoch = len(self.dataloader)
         for epoch in count(skip // per_epoch):
             within = skip - epoch * per_epoch if epoch == skip // per_epoch else 0
-            source = self.accelerator.skip_first_batches(self.dataloader, within) if within else self.dataloader
+            source = (
+                self.accelerator.skip_first_batches(self.dataloader, within)
+                if within
+                else self.dataloader
+            )
             # through accelerate's loader: it re-sets the sampler's epoch from its own counter
             # at every pass, which a fresh skip loader would otherwise restart at 0
             source.set_epoch(epoch)
             yield from source
 
     def _stream(self, skip: int) -> Iterator:
-        """WebDataset: each rank reads its own shards, reshuffled per epoch; skipping is replaying."""
+        """WebDataset: each rank reads its own shards, reshuffled per epoch; skipping is
+        replaying."""
         produced = 0
         for epoch in count():
-            pipeline = webdataset_pairs(self.urls, shuffle_shards=len(self.urls),
-                                        shuffle_buffer=self.loader.shuffle_buffer,
-                                        seed=self.seed * 1_000_003 + epoch)
+            pipeline = webdataset_pairs(
+                self.urls,
+                shuffle_shards=len(self.urls),
+                shuffle_buffer=self.loader.shuffle_buffer,
+                seed=self.seed * 1_000_003 + epoch,
+            )
             pipeline = pipeline.map(lambda triple: (*normalise_pair(triple[0], triple[1]), 0))
-            for batch in DataLoader(pipeline.batched(self.batch_size, partial=False), batch_size=None,
-                                    **self.kwargs):
+            for batch in DataLoader(
+                pipeline.batched(self.batch_size, partial=False), batch_size=None, **self.kwargs
+            ):
                 produced += 1
                 if produced > skip:
-                    yield [part.to(self.accelerator.device) if isinstance(part, torch.Tensor) else part
-                           for part in batch]
+                    yield [
+                        part.to(self.accelerator.device) if isinstance(part, torch.Tensor) else part
+                        for part in batch
+                    ]
 
     def cache_hit_rate(self) -> float | None:
         return self.cache.hit_rate() if self.cache else None
@@ -178,6 +216,9 @@ def shard_stream_urls(level_dirs: list[Path], split: str, remote: dict | None = 
         if listed is None:
             urls += shard_urls(level_dir, split)
         else:
-            urls += [url for spec in ([listed] if isinstance(listed, str) else listed)
-                     for url in braceexpand.braceexpand(spec)]
+            urls += [
+                url
+                for spec in ([listed] if isinstance(listed, str) else listed)
+                for url in braceexpand.braceexpand(spec)
+            ]
     return urls
