@@ -29,7 +29,7 @@ def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
     from linefuse.params import load_params
     from linefuse.train.diffusion import noise_scheduler
-    from linefuse.train.loop import make_accelerator, training_step
+    from linefuse.train.loop import Trainer, make_accelerator, training_step
     from linefuse.train.model import build_unet
 
     params = load_params(REPO / "params.yaml")
@@ -46,26 +46,15 @@ def run_case(precision: str, steps: int) -> dict:
     optimizer = torch.optim.AdamW(trainable, lr=1e-4)
     constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     model, optimizer, constant = accelerator.prepare(model, optimizer, constant)
-    scheduler = noise_scheduler(params.model)
+    trainer = Trainer(
+        params, accelerator, noise_scheduler(params.model), model, optimizer, constant, trainable
+    )
     blurred = torch.rand(batch, 3, crop, crop, device=accelerator.device) * 2 - 1
     sharp = blurred.clamp(-0.5, 0.5)
     prompts = torch.zeros(batch, 1, model.config.cross_attention_dim, device=accelerator.device)
 
     def step(index: int) -> None:
-        training_step(
-            params,
-            accelerator,
-            scheduler,
-            model,
-            optimizer,
-            constant,
-            trainable,
-            blurred,
-            sharp,
-            prompts,
-            index,
-            0,
-        )
+        training_step(trainer, blurred, sharp, prompts, index, 0)
 
     for index in range(2):
         step(index)

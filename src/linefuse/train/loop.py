@@ -276,6 +276,7 @@ def run(params: Params, job: Job) -> dict:
         log.info("%s: resuming from %s (step %d)", job.name, folder, start_step)
 
     scheduler = noise_scheduler(params.model)
+    trainer = Trainer(params, accelerator, scheduler, model, optimizer, schedule, trainable)
     prompt_table = prompt_table.to(accelerator.device)
     # logs grow beside the checkpoints and replace job.log_dir with the model at the end
     staging_logs = store.logs_dir()
@@ -304,18 +305,7 @@ def run(params: Params, job: Job) -> dict:
             samples_seen += blurred.shape[0]
             try:
                 loss, terms = training_step(
-                    params,
-                    accelerator,
-                    scheduler,
-                    model,
-                    optimizer,
-                    schedule,
-                    trainable,
-                    blurred,
-                    sharp,
-                    prompt_table[prompt_index],
-                    step,
-                    micro,
+                    trainer, blurred, sharp, prompt_table[prompt_index], step, micro
                 )
             except NonFiniteLoss as error:
                 kept = store.latest()
@@ -409,36 +399,40 @@ def _untimed(name: str):
     return contextlib.nullcontext()
 
 
+@dataclass
+class Trainer:
+    """What every step of a run shares: the prepared model, optimizer and schedule, the noise
+    scheduler and the parameters that train. Built once by the loop, profile and the benchmark."""
+
+    params: Params
+    accelerator: Accelerator
+    noise: object  # the diffusers noise scheduler
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: object  # the learning-rate schedule
+    trainable: list[torch.nn.Parameter]
+
+
 def training_step(
-    params: Params,
-    accelerator: Accelerator,
-    scheduler,
-    model,
-    optimizer,
-    schedule,
-    trainable: list[torch.nn.Parameter],
-    blurred,
-    sharp,
-    prompt_embeds,
-    step: int,
-    micro: int,
-    phase=_untimed,
+    trainer: Trainer, blurred, sharp, prompt_embeds, step: int, micro: int, phase=_untimed
 ) -> tuple[torch.Tensor, dict]:
     """One micro-batch: loss, backward, and (on the last micro-batch) the optimizer step.
     `phase(name)` wraps forward, backward and optimizer step (the profiler times them); raises
     NonFiniteLoss before the backward pass of a loss that is not finite."""
-    with accelerator.accumulate(model):
+    params, accelerator, optimizer = trainer.params, trainer.accelerator, trainer.optimizer
+    with accelerator.accumulate(trainer.model):
         with phase("forward"):
+            rank = accelerator.process_index
             loss, terms = step_loss(
                 params,
-                scheduler,
-                model,
+                trainer.noise,
+                trainer.model,
                 blurred,
                 sharp,
                 prompt_embeds,
                 step,
                 micro,
-                accelerator.process_index,
+                rank,
             )
         if not torch.isfinite(loss):
             raise NonFiniteLoss(float(loss.detach()))
@@ -446,9 +440,9 @@ def training_step(
             accelerator.backward(loss)
         with phase("optimizer step"):
             if accelerator.sync_gradients and params.optim.clip_grad_norm:
-                accelerator.clip_grad_norm_(trainable, params.optim.clip_grad_norm)
+                accelerator.clip_grad_norm_(trainer.trainable, params.optim.clip_grad_norm)
             optimizer.step()
-            schedule.step()
+            trainer.schedule.step()
             optimizer.zero_grad(set_to_none=True)
     return loss, terms
 

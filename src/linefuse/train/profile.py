@@ -27,6 +27,7 @@ from linefuse.stage import UserError
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.loop import (
     Job,
+    Trainer,
     make_accelerator,
     make_optimizer,
     make_schedule,
@@ -202,7 +203,9 @@ def profile(params: Params, job: Job, steps: int) -> dict:
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     if accelerator.device.type == "cuda":
         torch.backends.cudnn.benchmark = True
-    scheduler = noise_scheduler(params.model)
+    trainer = Trainer(
+        params, accelerator, noise_scheduler(params.model), model, optimizer, schedule, trainable
+    )
     prompt_table = prompt_table.to(accelerator.device)
     batches = stream.batches()
     model.train()
@@ -213,21 +216,8 @@ def profile(params: Params, job: Job, steps: int) -> dict:
             for micro in range(params.optim.grad_accum):
                 with profiler.phase("data loading"):
                     blurred, sharp, prompt_index = next(batches)
-                training_step(
-                    params,
-                    accelerator,
-                    scheduler,
-                    model,
-                    optimizer,
-                    schedule,
-                    trainable,
-                    blurred,
-                    sharp,
-                    prompt_table[prompt_index],
-                    step,
-                    micro,
-                    phase=profiler.step_phase,
-                )
+                prompts = prompt_table[prompt_index]
+                training_step(trainer, blurred, sharp, prompts, step, micro, profiler.step_phase)
     rows = profiler.rows()
     total = sum(rows.values())
     return {
