@@ -62,6 +62,7 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     assert sorted(p.name for p in base.iterdir()) == [
         "config.json",
         "diffusion_pytorch_model.safetensors",
+        "null_prompt.safetensors",
     ]
     assert metrics["trainable_params"] == metrics["total_params"] > 500_000
     assert metrics["steps"] == steps

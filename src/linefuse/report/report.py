@@ -51,13 +51,9 @@ GROUP_LABELS = {
 NA = ("–", "na", "")  # an empty cell: text, class, style
 
 
-def missing_input() -> Path | None:
-    return next((path for path in INPUTS if not path.is_file()), None)
-
-
 def check_inputs() -> None:
     """One line naming the first missing input and the stage that writes it."""
-    missing = missing_input()
+    missing = next((path for path in INPUTS if not path.is_file()), None)
     if missing is not None:
         raise UserError(f"{missing} is missing; run `linefuse evaluate` first")
 
@@ -164,19 +160,10 @@ def grid(
     for domain in _ordered(table, domains):
         cells = table[domain]
         for index, level in enumerate(_ordered(cells, levels)):
-            row = [
-                c
-                for columns in column_sets
-                for c in marked(cells[level], columns, digits, lower_is_better)
-            ]
-            rows.append(
-                {
-                    "domain": domain,
-                    "span": len(cells) if index == 0 else 0,
-                    "level": level,
-                    "cells": row,
-                }
-            )
+            cell = cells[level]
+            row = [c for cols in column_sets for c in marked(cell, cols, digits, lower_is_better)]
+            span = len(cells) if index == 0 else 0
+            rows.append(dict(domain=domain, span=span, level=level, cells=row))
             for key in keys:
                 if key in cells[level]:
                     values[key].append(cells[level][key])
@@ -241,18 +228,20 @@ def steps_table(rows: list[dict[str, str]], psnr: dict) -> dict:
     ]
     mean_input = sum(inputs) / len(inputs) if inputs else None
     mean_best = sum(best) / len(best) if best else None
-    out = []
-    for row in rows:
-        value = float(row["psnr"])
-        out.append(
-            {
-                "steps": row["steps"],
-                "psnr": value,
-                "gain": None if mean_input is None else value - mean_input,
-                "margin": None if mean_best is None else value - mean_best,
-                "latency": float(row["latency_ms_per_image"]),
-            }
-        )
+
+    def versus(value: float, reference: float | None) -> float | None:
+        return None if reference is None else value - reference
+
+    out = [
+        {
+            "steps": row["steps"],
+            "psnr": float(row["psnr"]),
+            "gain": versus(float(row["psnr"]), mean_input),
+            "margin": versus(float(row["psnr"]), mean_best),
+            "latency": float(row["latency_ms_per_image"]),
+        }
+        for row in rows
+    ]
     return {"rows": out, "input": mean_input, "best": mean_best, "cells": len(cells)}
 
 
@@ -329,62 +318,23 @@ def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int) -> dict:
     }
 
 
-class _Dumper(yaml.SafeDumper):
-    """Compact as params.yaml is written: lists on one line, and short mappings of plain values
-    ({sigma: [0.3, 0.8]}) too; longer mappings as blocks."""
-
-    def represent_dict(self, data: dict) -> yaml.Node:
-        flat = (
-            not any(isinstance(v, dict) for v in data.values())
-            and sum(len(f"{k}{v}") for k, v in data.items()) <= 48
-        )
-        return self.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flat)
-
-
-_Dumper.add_representer(dict, _Dumper.represent_dict)
-_Dumper.add_representer(
-    list,
-    lambda dumper, value: dumper.represent_sequence(
-        "tag:yaml.org,2002:seq", value, flow_style=True
-    ),
-)
-
-
 def params_sections(params: Params) -> list[str]:
-    """The SECTIONS as validated (what the stages ran with), in the models' key order."""
+    """The SECTIONS as validated (what the stages ran with), in the models' key order; leaf
+    lists and mappings on one line, as params.yaml writes them."""
     values = params.model_dump(mode="json")
-    return [
-        yaml.dump(
-            {section: values[section]},
-            Dumper=_Dumper,
-            sort_keys=False,
-            width=100,
-            allow_unicode=True,
-        )
-        for section in SECTIONS
-    ]
+    dump = dict(sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)
+    return [yaml.safe_dump({section: values[section]}, **dump) for section in SECTIONS]
 
 
 def provenance(params_path: Path, shown_params: str) -> dict:
     """Size and sha256 of each input and of the params shown; the versions of the packages."""
+    contents = [(str(path), path.read_bytes()) for path in INPUTS]
+    contents.append((f"{params_path} ({', '.join(SECTIONS)})", shown_params.encode()))
     files = [
-        (str(path), f"{path.stat().st_size:,} B", hashlib.sha256(path.read_bytes()).hexdigest())
-        for path in INPUTS
+        (name, f"{len(data):,} B", hashlib.sha256(data).hexdigest()) for name, data in contents
     ]
-    shown = shown_params.encode()
-    files.append(
-        (
-            f"{params_path} ({', '.join(SECTIONS)})",
-            f"{len(shown):,} B",
-            hashlib.sha256(shown).hexdigest(),
-        )
-    )
-    versions = []
-    for package in PACKAGES:
-        try:
-            versions.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            continue
+    installed = {dist.metadata["Name"].lower(): dist.version for dist in metadata.distributions()}
+    versions = [f"{name} {installed[name]}" for name in PACKAGES if name in installed]
     return {"files": files, "versions": versions}
 
 
