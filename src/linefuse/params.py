@@ -494,6 +494,24 @@ class EvalParams(Strict):
         return 25 if 25 in self.steps else self.steps[-1]
 
 
+class TileParams(Strict):
+    """Images larger than a tile are restored in overlapping tiles (evaluate, restore, serve)."""
+
+    size: Annotated[int, Field(ge=16, le=4096)]
+    overlap: Annotated[int, Field(ge=0)]
+    batch_size: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> TileParams:
+        if 2 * self.overlap > self.size:
+            raise _KeyedError(
+                "tiles.overlap",
+                f"{self.overlap} px is more than half of tiles.size ({self.size}); accepts at "
+                f"most {self.size // 2}",
+            )
+        return self
+
+
 class ServeParams(Strict):
     max_upload_mb: Annotated[float, Field(gt=0.0)]
     max_pixels: Annotated[int, Field(ge=1)]
@@ -545,6 +563,7 @@ class Params(Strict):
     pretrain: PretrainParams
     train: TrainParams
     eval: EvalParams
+    tiles: TileParams
     serve: ServeParams
     launch: LaunchParams
     compute: ComputeParams

@@ -123,6 +123,7 @@ rule evaluate:
         "src/linefuse/evaluate/evaluate.py",
         "src/linefuse/train/domains.py",
         "src/linefuse/serve/restorer.py",
+        "src/linefuse/serve/tiles.py",
         "src/linefuse/evaluate/baselines.py",
         "src/linefuse/evaluate/metrics.py",
         "src/linefuse/evaluate/chart_metrics.py",
@@ -133,7 +134,7 @@ rule evaluate:
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
     params:
-        tracked=tracked("compute", "model", "eval", "degrade.levels", "degrade.domains", "train.curriculum"),
+        tracked=tracked("compute", "model", "eval", "tiles", "degrade.levels", "degrade.domains", "train.curriculum"),
     log:
         "logs/snakemake/evaluate.log",
     threads: workflow.cores

@@ -92,7 +92,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         image = _decode_limited(data, settings.max_pixels)
         model = restorer_for(adapter)
         with lock:
-            restored = model.restore(image[None], steps, seed)[0]
+            restored = model.restore_image(image, steps, seed)
         buffer = io.BytesIO()
         Image.fromarray(restored).save(buffer, format="PNG")
         return Response(buffer.getvalue(), media_type="image/png")

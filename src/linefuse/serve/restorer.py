@@ -1,7 +1,8 @@
 """Restoring images with the trained model: the base UNet plus an adapter, DDIM sampling.
 
-Images of any size are padded (reflect) to the model's multiple, restored in batches of equal
-size, and cropped back; the same code serves `evaluate`, `linefuse restore` and `linefuse serve`.
+An image no larger than a tile (`tiles.size`) is padded (reflect) to the model's multiple,
+restored in a batch of its size and cropped back; a larger one is restored in overlapping tiles
+(serve/tiles.py). The same code serves `evaluate`, `linefuse restore` and `linefuse serve`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from linefuse import paths
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
 from linefuse.params import Params
+from linefuse.serve.tiles import restore_tiled
 from linefuse.stage import UserError
 from linefuse.train.diffusion import restored_from, sample
 from linefuse.train.model import load_base, load_null_prompt
@@ -90,13 +92,28 @@ class Restorer:
             return signal
         return self.vae.decode(signal / self.vae.config.scaling_factor).sample
 
+    def restore_image(self, image: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
+        """One uint8 (H, W, 3) image of any size: whole if it fits in a tile, else tiled."""
+        tiles = self.params.tiles
+        if max(image.shape[:2]) <= tiles.size:
+            return self.restore(image[None], steps, seed)[0]
+
+        def restore_batch(batch: np.ndarray) -> np.ndarray:
+            return self.restore(batch, steps, seed)
+
+        return restore_tiled(image, restore_batch, tiles.size, tiles.overlap, tiles.batch_size)
+
     def restore_images(
         self, images: list[np.ndarray], steps: int, seed: int = 0, batch_size: int = 8
     ) -> list[np.ndarray]:
-        """Any number of uint8 (H, W, 3) images of any sizes, batched by size, in input order."""
+        """Any number of uint8 (H, W, 3) images of any sizes in input order: those that fit in a
+        tile batched by size, larger ones tiled."""
         out: list[np.ndarray | None] = [None] * len(images)
         by_shape: dict[tuple, list[int]] = {}
         for position, image in enumerate(images):
+            if max(image.shape[:2]) > self.params.tiles.size:
+                out[position] = self.restore_image(image, steps, seed)
+                continue
             by_shape.setdefault(image.shape, []).append(position)
         for positions in by_shape.values():
             for start in range(0, len(positions), batch_size):
@@ -142,7 +159,7 @@ def restore_files(
         except (OSError, ValueError, SyntaxError) as error:
             skipped.append((str(path), str(error) or type(error).__name__))
             continue
-        result = restorer.restore(image[None], steps, seed)[0]
+        result = restorer.restore_image(image, steps, seed)
         target = (out_dir / relative).with_suffix(".png")
         target.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(result).save(target)

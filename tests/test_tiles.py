@@ -1,0 +1,121 @@
+"""Tiled restoration: tiles cover the image, blend without seams, and agree with a whole run."""
+
+from __future__ import annotations
+
+from contextlib import chdir
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from linefuse.data.charts import chart_rng, make_spectrum, render_chart
+from linefuse.evaluate.metrics import psnr
+from linefuse.params import load_params
+from linefuse.serve.restorer import Restorer
+from linefuse.serve.tiles import boxes, restore_tiled, starts, window
+
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("length", [1, 47, 48, 49, 100, 161, 2048])
+def test_tiles_cover_every_pixel_and_the_last_is_flush(length):
+    origins = starts(length, 48, 16)
+    assert origins[0] == 0 and origins[-1] == max(length - 48, 0)
+    assert all(b - a <= 48 - 16 for a, b in zip(origins, origins[1:], strict=False))
+    covered = np.zeros(length, bool)
+    for origin in origins:
+        covered[origin : origin + 48] = True
+    assert covered.all()
+
+
+def test_the_window_tapers_only_where_another_tile_overlaps():
+    inner = window(48, 16, True, True)
+    assert inner[16:32].tolist() == [1.0] * 16 and 0 < inner[0] < 0.01 and 0 < inner[-1] < 0.01
+    # where two neighbours' ramps cross, their weights add up to one: an even blend
+    assert np.allclose(inner[-16:] + inner[:16], 1.0)
+    assert window(48, 16, False, False).tolist() == [1.0] * 48
+
+
+def test_an_identity_restorer_gives_the_input_back_exactly():
+    image = np.random.default_rng(0).integers(0, 256, (161, 230, 3), dtype=np.uint8)
+    calls = []
+
+    def identity(batch):
+        calls.append(batch.shape)
+        return batch
+
+    assert np.array_equal(restore_tiled(image, identity, 64, 16, 5), image)
+    assert sum(shape[0] for shape in calls) == len(boxes(161, 230, 64, 16)) == 4 * 5
+    assert all(shape[1:] == (64, 64, 3) for shape in calls) and max(s[0] for s in calls) == 5
+
+
+def _chart(seed: int, params) -> np.ndarray:
+    charts = params.data.charts.model_copy(update={"width": 192, "height": 144})
+    rng = chart_rng(charts, seed)
+    return render_chart(make_spectrum(rng, charts), rng, charts)
+
+
+def _seams(length: int, tile: int, overlap: int) -> np.ndarray:
+    """True within 3 px of a tile edge that lies inside the image."""
+    near = np.zeros(length, bool)
+    for origin in starts(length, tile, overlap):
+        for edge in (origin, origin + tile):
+            if 0 < edge < length:
+                near[max(edge - 3, 0) : edge + 3] = True
+    return near
+
+
+def _blurred_charts(params, count: int = 4):
+    for seed in range(count):
+        sharp = _chart(seed, params)
+        blurred = ndimage.gaussian_filter(sharp.astype(np.float64), (1.2, 1.2, 0))
+        yield np.clip(np.rint(blurred), 0, 255).astype(np.uint8), sharp
+
+
+def _restorers(project, size: int, overlap: int):
+    """The last adapter run whole, and tiled at size/overlap."""
+    with chdir(project):
+        params = load_params("params.yaml")
+        tiles = params.tiles.model_copy(update={"size": size, "overlap": overlap})
+        whole = Restorer(params, "models/lora/hard", "cpu")
+        tiled = Restorer(params.model_copy(update={"tiles": tiles}), "models/lora/hard", "cpu")
+    return params, whole, tiled
+
+
+def test_tiled_and_whole_agree_within_a_tenth_of_a_db(trained_project):
+    """192 x 144 charts, small enough to run whole, cut by params.yaml's tiles (128, overlap 32)
+    into four: PSNR against the sharp chart within 0.1 dB of the whole run's."""
+    params, whole, tiled = _restorers(trained_project, 128, 32)
+    assert params.tiles.size == 128 and params.tiles.overlap == 32  # what params.yaml ships
+    for blurred, sharp in _blurred_charts(params):
+        by_whole, by_tiles = whole.restore_image(blurred, 2), tiled.restore_image(blurred, 2)
+        gap = psnr(by_tiles, sharp, params.eval.metric) - psnr(by_whole, sharp, params.eval.metric)
+        assert abs(gap) < 0.1, gap
+
+
+def test_no_seam_shows_along_the_tile_edges(trained_project):
+    """Small tiles (64, overlap 16: twelve per chart): what tiling adds to the error, against
+    the whole run at the same pixels, is no larger within 3 px of a tile edge than elsewhere."""
+    params, whole, tiled = _restorers(trained_project, 64, 16)
+    seams = _seams(144, 64, 16)[:, None] | _seams(192, 64, 16)[None, :]
+    at_seams, elsewhere = [], []
+    for blurred, sharp in _blurred_charts(params):
+        error = [
+            np.abs(r.restore_image(blurred, 2).astype(np.float64) - sharp).mean(axis=2)
+            for r in (whole, tiled)
+        ]
+        added = error[1] - error[0]
+        at_seams.append(added[seams].mean())
+        elsewhere.append(added[~seams].mean())
+    assert np.mean(at_seams) <= np.mean(elsewhere) + 0.1, (at_seams, elsewhere)
+
+
+def test_tiles_params_are_checked():
+    import yaml
+
+    from linefuse.params import ParamsError, parse_params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["tiles"]["overlap"] = raw["tiles"]["size"]
+    with pytest.raises(ParamsError, match=r"tiles\.overlap: .* more than half of tiles\.size"):
+        parse_params(raw)
