@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import chdir
 from pathlib import Path
@@ -243,7 +244,7 @@ def _free_port() -> int:
 def server(trained_project, tmp_path_factory):
     project = _models_only(trained_project, tmp_path_factory.mktemp("serve") / "project")
     params = tiny_params()
-    params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10)
+    params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10, max_queue=1)
     write_params(project, params)
     port = _free_port()
     process = subprocess.Popen(
@@ -307,6 +308,45 @@ def test_http_service_restores_and_refuses_bad_requests(server):
     noise = np.random.default_rng(0).integers(0, 256, (150, 150, 3), dtype=np.uint8)
     assert post(_png(noise)).status_code == 413  # about 67 KB > 0.05 MB
     assert httpx.post(f"{server}/restore", timeout=60).status_code == 422  # no file at all
+
+
+def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
+    """A 240 x 300 upload (nine tiles, ten steps) keeps the one worker busy for seconds: /health
+    still answers within 100 ms, and with serve.max_queue 1 a second restore is refused at once
+    with 503 and Retry-After; the first still completes."""
+    ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
+    image = np.broadcast_to(ramp, (240, 300, 3)).astype(np.uint8)
+    results = {}
+
+    def slow() -> None:
+        results["slow"] = httpx.post(
+            f"{server}/restore",
+            params={"steps": 10},
+            timeout=300,
+            files={"file": ("a.png", _png(image), "image/png")},
+        )
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    time.sleep(1.0)  # the upload is in and the restore has started
+    refused = httpx.post(
+        f"{server}/restore",
+        params={"steps": 1},
+        timeout=60,
+        files={"file": ("b.png", _png(image[:32, :32]), "image/png")},
+    )
+    latencies = []
+    for _ in range(5):
+        started = time.perf_counter()
+        assert httpx.get(f"{server}/health", timeout=5).status_code == 200
+        latencies.append(time.perf_counter() - started)
+    still_running = worker.is_alive()
+    worker.join()
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+    assert still_running, "the restore ended before the probes: make it longer"
+    assert max(latencies) < 0.1, latencies
+    assert results["slow"].status_code == 200
+    assert Image.open(io.BytesIO(results["slow"].content)).size == (300, 240)
 
 
 def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, tmp_path):

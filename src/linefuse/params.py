@@ -517,6 +517,7 @@ class ServeParams(Strict):
     max_pixels: Annotated[int, Field(ge=1)]
     default_steps: Annotated[int, Field(ge=1, le=1000)]
     max_steps: Annotated[int, Field(ge=1, le=1000)]
+    max_queue: Annotated[int, Field(ge=1)]
 
 
 class ComputeParams(Strict):

@@ -3,7 +3,8 @@
 POST /restore takes an image upload (multipart field `file`) and returns the restored PNG;
 GET /health and GET /adapters describe the service. Uploads are size-checked while they are read
 and pixel-checked from the header before anything is decoded; the model is loaded once per
-adapter and kept.
+adapter and kept. Restoring runs in a worker thread, one at a time, so the event loop stays free
+for /health; at most `serve.max_queue` restorations run or wait, and more get 503 at once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
+from starlette.concurrency import run_in_threadpool
 
 from linefuse.data.images import to_rgb
 from linefuse.hardware import choose_device
@@ -22,6 +24,7 @@ from linefuse.params import Params
 from linefuse.serve.restorer import Restorer
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
+RETRY_AFTER_S = 5  # what a refused client is told to wait
 
 
 def create_app(params: Params, adapters_dir: Path, device: str | None = None) -> FastAPI:
@@ -33,6 +36,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     default_adapter = params.train.order()[-1]
     restorers: dict[str, Restorer] = {}
     lock = threading.Lock()  # one restoration at a time: torch already uses every core
+    admitted = threading.BoundedSemaphore(settings.max_queue)  # running or waiting for the lock
 
     def adapters() -> list[str]:
         return sorted(
@@ -89,13 +93,25 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
             raise HTTPException(413, too_large)
         if not data:
             raise HTTPException(422, "empty upload; send an image file")
+        if not admitted.acquire(blocking=False):
+            raise HTTPException(
+                503,
+                f"busy: serve.max_queue ({settings.max_queue}) restorations running or waiting",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        try:  # off the event loop: /health and the other requests are answered meanwhile
+            png = await run_in_threadpool(work, data, adapter, steps, seed)
+        finally:
+            admitted.release()
+        return Response(png, media_type="image/png")
+
+    def work(data: bytes, adapter: str, steps: int, seed: int) -> bytes:
         image = _decode_limited(data, settings.max_pixels)
-        model = restorer_for(adapter)
-        with lock:
-            restored = model.restore_image(image, steps, seed)
+        with lock:  # loading an adapter's model also happens here, once
+            restored = restorer_for(adapter).restore_image(image, steps, seed)
         buffer = io.BytesIO()
         Image.fromarray(restored).save(buffer, format="PNG")
-        return Response(buffer.getvalue(), media_type="image/png")
+        return buffer.getvalue()
 
     return app
 
