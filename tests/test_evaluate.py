@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from contextlib import chdir
 from pathlib import Path
 
@@ -308,6 +309,34 @@ def test_http_service_restores_and_refuses_bad_requests(server):
     noise = np.random.default_rng(0).integers(0, 256, (150, 150, 3), dtype=np.uint8)
     assert post(_png(noise)).status_code == 413  # about 67 KB > 0.05 MB
     assert httpx.post(f"{server}/restore", timeout=60).status_code == 422  # no file at all
+
+
+def test_the_batch_endpoint_returns_a_zip_of_each_image_restored(server):
+    """Three uploads of different sizes: a zip of NNN-NAME.png in upload order, each the same
+    bytes as the single-image endpoint gives; one bad file fails the request, named."""
+    rng = np.random.default_rng(3)
+    images = {
+        f"chart{i}.png": rng.integers(200, 256, (24 + 8 * i, 40, 3), dtype=np.uint8)
+        for i in range(3)
+    }
+    files = [("files", (name, _png(image), "image/png")) for name, image in images.items()]
+    answer = httpx.post(f"{server}/restore/batch", params={"steps": 2}, files=files, timeout=120)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
+        names = archive.namelist()
+        restored = [archive.read(name) for name in names]
+    assert names == ["000-chart0.png", "001-chart1.png", "002-chart2.png"]
+    for (name, image), png in zip(images.items(), restored, strict=True):
+        single = httpx.post(
+            f"{server}/restore",
+            params={"steps": 2},
+            timeout=60,
+            files={"file": (name, _png(image), "image/png")},
+        )
+        assert single.content == png
+    files.append(("files", ("notes.png", b"plain text", "image/png")))
+    refused = httpx.post(f"{server}/restore/batch", files=files, timeout=60)
+    assert refused.status_code == 422 and refused.json()["detail"].startswith("notes.png: not an")
 
 
 def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):

@@ -518,6 +518,7 @@ class ServeParams(Strict):
     default_steps: Annotated[int, Field(ge=1, le=1000)]
     max_steps: Annotated[int, Field(ge=1, le=1000)]
     max_queue: Annotated[int, Field(ge=1)]
+    max_batch: Annotated[int, Field(ge=1)]
 
 
 class ComputeParams(Strict):

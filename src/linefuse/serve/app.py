@@ -1,16 +1,19 @@
 """`linefuse serve`: the restorer behind a small HTTP API (FastAPI, run by uvicorn).
 
 POST /restore takes an image upload (multipart field `file`) and returns the restored PNG;
-GET /health and GET /adapters describe the service. Uploads are size-checked while they are read
-and pixel-checked from the header before anything is decoded; the model is loaded once per
-adapter and kept. Restoring runs in a worker thread, one at a time, so the event loop stays free
-for /health; at most `serve.max_queue` restorations run or wait, and more get 503 at once.
+POST /restore/batch takes several (fields `files`) and returns a zip of PNGs; GET /health and
+GET /adapters describe the service. Uploads are size-checked while they are read and
+pixel-checked from the header before anything is decoded; the model is loaded once per adapter
+and kept. Restoring runs in a worker thread, one request at a time, so the event loop stays free
+for /health; at most `serve.max_queue` requests run or wait, and more get 503 at once.
 """
 
 from __future__ import annotations
 
 import io
 import threading
+import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
@@ -86,34 +89,81 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
+        uploads = [(file.filename or "image", await read_upload(file))]
+        pngs = await run_admitted(uploads, adapter, steps, seed)
+        return Response(pngs[0], media_type="image/png")
+
+    @app.post(
+        "/restore/batch",
+        response_class=Response,
+        responses={200: {"content": {"application/zip": {}}}, 413: {}, 422: {}, 503: {}},
+    )
+    async def restore_batch(
+        files: list[UploadFile] = File(..., description="the blurred images"),
+        steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
+        seed: int = Query(0, ge=0),
+        adapter: str = Query(default_adapter),
+    ) -> Response:
+        """Several images in one request, restored in order: a zip of NNN-NAME.png."""
+        if len(files) > settings.max_batch:
+            raise HTTPException(413, f"{len(files)} files; serve.max_batch is {settings.max_batch}")
+        uploads = [(file.filename or "image", await read_upload(file)) for file in files]
+        pngs = await run_admitted(uploads, adapter, steps, seed)
+        names = [f"{i:03d}-{Path(name).stem}.png" for i, (name, _) in enumerate(uploads)]
+        return Response(_zip(zip(names, pngs, strict=True)), media_type="application/zip")
+
+    async def read_upload(file: UploadFile) -> bytes:
         if file.size is not None and file.size > max_bytes:
             raise HTTPException(413, too_large)
         data = await file.read(max_bytes + 1)
         if len(data) > max_bytes:
             raise HTTPException(413, too_large)
         if not data:
-            raise HTTPException(422, "empty upload; send an image file")
+            raise HTTPException(422, f"{file.filename or 'upload'}: empty; send an image file")
+        return data
+
+    async def run_admitted(uploads: list, adapter: str, steps: int, seed: int) -> list[bytes]:
+        """One queue slot per request; the work itself off the event loop, so /health and the
+        other requests are answered meanwhile."""
         if not admitted.acquire(blocking=False):
             raise HTTPException(
                 503,
                 f"busy: serve.max_queue ({settings.max_queue}) restorations running or waiting",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
-        try:  # off the event loop: /health and the other requests are answered meanwhile
-            png = await run_in_threadpool(work, data, adapter, steps, seed)
+        try:
+            return await run_in_threadpool(work, uploads, adapter, steps, seed)
         finally:
             admitted.release()
-        return Response(png, media_type="image/png")
 
-    def work(data: bytes, adapter: str, steps: int, seed: int) -> bytes:
-        image = _decode_limited(data, settings.max_pixels)
+    def work(uploads: list, adapter: str, steps: int, seed: int) -> list[bytes]:
+        """Every upload decoded (a bad one fails the request, named) before any is restored."""
+        images = []
+        for name, data in uploads:
+            try:
+                images.append(_decode_limited(data, settings.max_pixels))
+            except HTTPException as error:
+                detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
+                raise HTTPException(error.status_code, detail) from None
+        pngs = []
         with lock:  # loading an adapter's model also happens here, once
-            restored = restorer_for(adapter).restore_image(image, steps, seed)
-        buffer = io.BytesIO()
-        Image.fromarray(restored).save(buffer, format="PNG")
-        return buffer.getvalue()
+            restorer = restorer_for(adapter)
+            for image in images:
+                buffer = io.BytesIO()
+                Image.fromarray(restorer.restore_image(image, steps, seed)).save(buffer, "PNG")
+                pngs.append(buffer.getvalue())
+        return pngs
 
     return app
+
+
+def _zip(named: Iterable[tuple[str, bytes]]) -> bytes:
+    """A zip of the PNGs as stored (PNG is compressed already), with a fixed timestamp."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in named:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return buffer.getvalue()
 
 
 def _decode_limited(data: bytes, max_pixels: int):
