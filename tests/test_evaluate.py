@@ -241,11 +241,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(trained_project, tmp_path_factory):
-    project = _models_only(trained_project, tmp_path_factory.mktemp("serve") / "project")
+def _serve(project, **serve_settings):
+    """`linefuse serve` on a free port in `project` (models/ and params.yaml only), until the
+    generator is closed."""
     params = tiny_params()
-    params["serve"].update(max_upload_mb=0.05, max_pixels=100_000, max_steps=10, max_queue=1)
+    params["serve"].update(serve_settings)
     write_params(project, params)
     port = _free_port()
     process = subprocess.Popen(
@@ -269,6 +269,19 @@ def server(trained_project, tmp_path_factory):
     yield url
     process.terminate()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(trained_project, tmp_path_factory):
+    project = _models_only(trained_project, tmp_path_factory.mktemp("serve") / "project")
+    yield from _serve(project, max_upload_mb=0.05, max_pixels=100_000, max_steps=10, max_queue=1)
+
+
+@pytest.fixture(scope="module")
+def strict_server(trained_project, tmp_path_factory):
+    """A one-second time limit per request."""
+    project = _models_only(trained_project, tmp_path_factory.mktemp("strict") / "project")
+    yield from _serve(project, max_pixels=100_000, max_steps=10, max_queue=1, timeout_s=1.0)
 
 
 def _png(array: np.ndarray) -> bytes:
@@ -376,6 +389,54 @@ def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
     assert max(latencies) < 0.1, latencies
     assert results["slow"].status_code == 200
     assert Image.open(io.BytesIO(results["slow"].content)).size == (300, 240)
+
+
+def _long_upload() -> dict:
+    """330 x 300 px: twelve tiles, several seconds at ten steps on 2 CPU cores."""
+    ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
+    image = np.broadcast_to(ramp, (330, 300, 3)).astype(np.uint8)
+    return {"file": ("long.png", _png(image), "image/png")}
+
+
+def _freed(url: str, within_s: float) -> float:
+    """Seconds until a small restore is admitted again (the one queue slot is free)."""
+    started = time.perf_counter()
+    small = {"file": ("s.png", _png(np.full((16, 16, 3), 200, np.uint8)), "image/png")}
+    while time.perf_counter() - started < within_s:
+        if (
+            httpx.post(f"{url}/restore", params={"steps": 1}, files=small, timeout=30).status_code
+            == 200
+        ):
+            return time.perf_counter() - started
+        time.sleep(0.1)
+    raise AssertionError(f"the queue slot was still taken after {within_s} s")
+
+
+def test_a_client_that_gives_up_has_its_work_dropped(server):
+    """The client waits 1 s for a restore that takes several: the server notices it has gone,
+    stops the work before its next sampler step and frees the one queue slot, well before the
+    whole restore would have ended."""
+    before = httpx.get(f"{server}/health").json()["dropped"]["client_gone"]
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=1.0)
+    freed_s = _freed(server, within_s=3.0)
+    assert httpx.get(f"{server}/health").json()["dropped"]["client_gone"] == before + 1
+    started = time.perf_counter()
+    whole = httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120)
+    assert whole.status_code == 200
+    assert 1.0 + freed_s < time.perf_counter() - started, freed_s
+
+
+def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server):
+    answer = httpx.post(
+        f"{strict_server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120
+    )
+    assert answer.status_code == 504 and "serve.timeout_s (1 s)" in answer.json()["detail"]
+    _freed(strict_server, within_s=3.0)
+    assert httpx.get(f"{strict_server}/health").json()["dropped"] == {
+        "client_gone": 0,
+        "timeout": 1,
+    }
 
 
 def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, tmp_path):

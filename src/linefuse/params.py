@@ -519,6 +519,7 @@ class ServeParams(Strict):
     max_steps: Annotated[int, Field(ge=1, le=1000)]
     max_queue: Annotated[int, Field(ge=1)]
     max_batch: Annotated[int, Field(ge=1)]
+    timeout_s: Annotated[float, Field(gt=0.0)]
 
 
 class ComputeParams(Strict):

@@ -10,6 +10,7 @@ for /health; at most `serve.max_queue` requests run or wait, and more get 503 at
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 import zipfile
@@ -40,6 +41,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     restorers: dict[str, Restorer] = {}
     lock = threading.Lock()  # one restoration at a time: torch already uses every core
     admitted = threading.BoundedSemaphore(settings.max_queue)  # running or waiting for the lock
+    dropped = {"client_gone": 0, "timeout": 0}  # requests whose work was stopped, by reason
 
     def adapters() -> list[str]:
         return sorted(
@@ -64,6 +66,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
             "default_adapter": default_adapter,
             "loaded": sorted(restorers),
             "device": device,
+            "dropped": dict(dropped),
         }
 
     @app.get("/adapters")
@@ -84,13 +87,14 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         responses={200: {"content": {"image/png": {}}}, 413: {}, 422: {}},
     )
     async def restore(
+        request: Request,
         file: UploadFile = File(..., description="the blurred image"),
         steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
         uploads = [(file.filename or "image", await read_upload(file))]
-        pngs = await run_admitted(uploads, adapter, steps, seed)
+        pngs = await run_admitted(request, uploads, adapter, steps, seed)
         return Response(pngs[0], media_type="image/png")
 
     @app.post(
@@ -99,6 +103,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         responses={200: {"content": {"application/zip": {}}}, 413: {}, 422: {}, 503: {}},
     )
     async def restore_batch(
+        request: Request,
         files: list[UploadFile] = File(..., description="the blurred images"),
         steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
@@ -108,7 +113,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         if len(files) > settings.max_batch:
             raise HTTPException(413, f"{len(files)} files; serve.max_batch is {settings.max_batch}")
         uploads = [(file.filename or "image", await read_upload(file)) for file in files]
-        pngs = await run_admitted(uploads, adapter, steps, seed)
+        pngs = await run_admitted(request, uploads, adapter, steps, seed)
         names = [f"{i:03d}-{Path(name).stem}.png" for i, (name, _) in enumerate(uploads)]
         return Response(_zip(zip(names, pngs, strict=True)), media_type="application/zip")
 
@@ -122,21 +127,51 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
             raise HTTPException(422, f"{file.filename or 'upload'}: empty; send an image file")
         return data
 
-    async def run_admitted(uploads: list, adapter: str, steps: int, seed: int) -> list[bytes]:
-        """One queue slot per request; the work itself off the event loop, so /health and the
-        other requests are answered meanwhile."""
+    async def run_admitted(
+        request: Request, uploads: list, adapter: str, steps: int, seed: int
+    ) -> list[bytes]:
+        """One queue slot per request, held until the worker is done with it; the work runs off
+        the event loop, which meanwhile answers /health and watches the request: past
+        serve.timeout_s, or once the client has gone, the work is told to stop (before its next
+        sampler step) and the request ends."""
         if not admitted.acquire(blocking=False):
             raise HTTPException(
                 503,
                 f"busy: serve.max_queue ({settings.max_queue}) restorations running or waiting",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
+        stop = threading.Event()
+        task = asyncio.ensure_future(
+            run_in_threadpool(work, uploads, adapter, steps, seed, stop.is_set)
+        )
+        task.add_done_callback(finished)
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            return await run_in_threadpool(work, uploads, adapter, steps, seed)
+            done, _ = await asyncio.wait(
+                {task, gone}, timeout=settings.timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
-            admitted.release()
+            gone.cancel()
+        if task not in done:
+            stop.set()
+            if gone in done:
+                dropped["client_gone"] += 1
+                raise HTTPException(499, "client closed the request; the work was dropped")
+            dropped["timeout"] += 1
+            raise HTTPException(
+                504,
+                f"took longer than serve.timeout_s ({settings.timeout_s:g} s); ask for fewer "
+                f"steps or send a smaller image",
+            )
+        return task.result()
 
-    def work(uploads: list, adapter: str, steps: int, seed: int) -> list[bytes]:
+    def finished(task: asyncio.Future) -> None:
+        """The worker is done (restored, failed or stopped): its queue slot is free."""
+        admitted.release()
+        if not task.cancelled():
+            task.exception()  # retrieved: a dropped request's SamplingCancelled is not logged
+
+    def work(uploads: list, adapter: str, steps: int, seed: int, should_stop=None) -> list[bytes]:
         """Every upload decoded (a bad one fails the request, named) before any is restored."""
         images = []
         for name, data in uploads:
@@ -150,11 +185,20 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
             restorer = restorer_for(adapter)
             for image in images:
                 buffer = io.BytesIO()
-                Image.fromarray(restorer.restore_image(image, steps, seed)).save(buffer, "PNG")
+                restored = restorer.restore_image(image, steps, seed, should_stop)
+                Image.fromarray(restored).save(buffer, "PNG")
                 pngs.append(buffer.getvalue())
         return pngs
 
     return app
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed the connection. The body is read by then, so the
+    server's next message is the disconnect (Starlette's is_disconnected() only polls, and
+    misses it: Kludex/starlette discussion #2215)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _zip(named: Iterable[tuple[str, bytes]]) -> bytes:

@@ -58,8 +58,11 @@ class Restorer:
         self.multiple = unet_factor * vae_factor
 
     @torch.no_grad()
-    def restore(self, blurred: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
-        """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3)."""
+    def restore(
+        self, blurred: np.ndarray, steps: int, seed: int = 0, should_stop=None
+    ) -> np.ndarray:
+        """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3).
+        `should_stop()`, asked before each step, stops it with SamplingCancelled."""
         batch, height, width, _ = blurred.shape
         pixels = normalise(torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device))
         pad_y, pad_x = -height % self.multiple, -width % self.multiple
@@ -78,6 +81,7 @@ class Restorer:
             self.params.model,
             steps,
             generator,
+            should_stop,
         )
         restored = self._decode(restored_from(x0, condition, self.params.model))
         return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
@@ -92,14 +96,16 @@ class Restorer:
             return signal
         return self.vae.decode(signal / self.vae.config.scaling_factor).sample
 
-    def restore_image(self, image: np.ndarray, steps: int, seed: int = 0) -> np.ndarray:
+    def restore_image(
+        self, image: np.ndarray, steps: int, seed: int = 0, should_stop=None
+    ) -> np.ndarray:
         """One uint8 (H, W, 3) image of any size: whole if it fits in a tile, else tiled."""
         tiles = self.params.tiles
         if max(image.shape[:2]) <= tiles.size:
-            return self.restore(image[None], steps, seed)[0]
+            return self.restore(image[None], steps, seed, should_stop)[0]
 
         def restore_batch(batch: np.ndarray) -> np.ndarray:
-            return self.restore(batch, steps, seed)
+            return self.restore(batch, steps, seed, should_stop)
 
         return restore_tiled(image, restore_batch, tiles.size, tiles.overlap, tiles.batch_size)
 

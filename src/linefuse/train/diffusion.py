@@ -8,11 +8,18 @@ result, which is what lets a small UNet beat its input within minutes on a CPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
 from linefuse.params import LossWeights, ModelParams
 from linefuse.train.model import predict
+
+
+class SamplingCancelled(Exception):
+    """`should_stop` said to stop: the caller dropped the work (time limit, client gone)."""
+
 
 CHARBONNIER_EPS = 1e-3
 BALANCE_FLOOR = (
@@ -87,8 +94,10 @@ def sample(
     model: ModelParams,
     steps: int,
     generator: torch.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> torch.Tensor:
-    """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`.
+    """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`; raises
+    SamplingCancelled before a step once `should_stop()` is true.
 
     `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
     the blurred input itself), so a restoration is one deterministic estimate; on the earlier
@@ -111,6 +120,8 @@ def sample(
         latents = torch.randn(condition.shape, generator=generator, dtype=condition.dtype)
         latents = latents.to(condition.device)
     for timestep in scheduler.timesteps:
+        if should_stop is not None and should_stop():
+            raise SamplingCancelled()
         batch_t = torch.full((condition.shape[0],), int(timestep), device=condition.device)
         output = predict(unet, latents, condition, batch_t, prompt_embeds)
         latents = scheduler.step(output, timestep, latents, eta=0.0).prev_sample
