@@ -221,7 +221,7 @@ def _device(params: Params, name: str, requested: str | None = None):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="linefuse", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--params", default="params.yaml", help="params file (default: %(default)s)"
+        "--params", default=str(paths.PARAMS), help="params file (default: %(default)s)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
 

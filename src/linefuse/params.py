@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from linefuse.paths import BASE_DIR, GENERATED_DIR, LORA_DIR
+from linefuse.paths import BASE_DIR, GENERATED_DIR, LORA_DIR, PARAMS
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 SPLITS = ("train", "val", "test")
@@ -646,7 +646,7 @@ def _one_line(error: ValidationError, source: str) -> str:
     return f"{source}: {key or '<top level>'}: {message}"
 
 
-def parse_params(raw: Any, source: str = "params.yaml") -> Params:
+def parse_params(raw: Any, source: str = str(PARAMS)) -> Params:
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: must be a mapping of sections (data, degrade, shards)")
     try:
@@ -655,7 +655,7 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ParamsError(_one_line(error, source)) from None
 
 
-def load_params(path: str | Path = "params.yaml") -> Params:
+def load_params(path: str | Path = PARAMS) -> Params:
     path = Path(path)
     try:
         text = path.read_text()

@@ -364,7 +364,7 @@ def render(
     by_steps: list[dict[str, str]],
     samples_png: bytes,
     params: Params,
-    params_path: Path = Path("params.yaml"),
+    params_path: Path,
 ) -> str:
     """The page for these inputs; pure, so a test can render without a pipeline run."""
     domains, levels = list(params.degrade.domains), list(params.degrade.levels)
