@@ -77,7 +77,8 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     async def refuse_large_bodies(request: Request, call_next):
         """413 from the declared length, before the body is read at all."""
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_bytes + FORM_OVERHEAD:
+        files = settings.max_batch if request.url.path == "/restore/batch" else 1
+        if declared.isdigit() and int(declared) > files * (max_bytes + FORM_OVERHEAD):
             return JSONResponse({"detail": too_large}, status_code=413)
         return await call_next(request)
 
