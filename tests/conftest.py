@@ -21,7 +21,7 @@ def tiny_params() -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["data"]["charts"].update(count=20, width=96, height=64, points=128)
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
-    params["shards"].update(crop=32, patches_per_image=2, eval_crop=48, samples_per_shard=16)
+    params["shards"].update(crop=32, patches_per_image=2, val_crop=48, samples_per_shard=16)
     params["embed"].update(batch_size=16)
     params["optim"].update(batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5)
     params["pretrain"]["steps"] = 160

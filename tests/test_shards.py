@@ -18,7 +18,7 @@ from linefuse.data.readers import (
     shard_urls,
     webdataset_pairs,
 )
-from linefuse.params import DOMAINS, SPLITS
+from linefuse.params import DOMAINS, SPLITS, parse_params
 
 from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
 
@@ -65,8 +65,10 @@ def test_manifest_declares_shapes_and_drawn_params(tiny_project):
     manifest = read_manifest(tiny_project / "data/shards/hard")
     train = manifest.filter(pl.col("split") == "train")
     assert set(train["height"]) == {32} and set(train["width"]) == {32}
-    evaluation = manifest.filter(pl.col("split") != "train")
-    assert set(evaluation["height"]) == {48} and set(evaluation["width"]) == {48}
+    val = manifest.filter(pl.col("split") == "val")  # shards.val_crop
+    assert set(val["height"]) == {48} and set(val["width"]) == {48}
+    test = manifest.filter(pl.col("split") == "test")  # shards.test_crop: null, the whole chart
+    assert set(test["height"]) == {64} and set(test["width"]) == {96}
     assert set(manifest["dtype"]) == {"uint8"} and set(manifest["layout"]) == {"blurred,sharp"}
     images = pl.read_parquet(tiny_project / "data/index/images.parquet")
     n_train = images.filter(pl.col("split") == "train").height
@@ -149,3 +151,17 @@ def test_failed_shard_leaves_the_previous_output(tiny_project, tmp_path, monkeyp
     assert [p.name for p in (tmp_path / "data/shards").iterdir()] == sorted(
         p.name for p in (tmp_path / "data/shards").iterdir() if not p.name.startswith(".")
     )
+
+
+def test_val_and_test_crops_follow_their_own_keys():
+    """val: one centred shards.val_crop; test: the whole image, or one centred test_crop."""
+    raw = tiny_params()
+    rng = np.random.default_rng(0)
+    params = parse_params(raw)
+    assert shards.crop_windows(64, 96, "val", params, rng) == [(8, 24, 48, 48)]
+    assert shards.crop_windows(64, 96, "test", params, rng) == [(0, 0, 64, 96)]
+    raw["shards"]["test_crop"] = 32
+    assert shards.crop_windows(64, 96, "test", parse_params(raw), rng) == [(16, 32, 32, 32)]
+    assert shards.crop_windows(20, 96, "val", params, rng) == [
+        (0, 24, 20, 48)
+    ]  # smaller than a crop

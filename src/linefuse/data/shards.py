@@ -67,7 +67,8 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 
 def crop_windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
-    """Crop windows (top, left, size_y, size_x): random train patches or one centred crop."""
+    """Crop windows (top, left, size_y, size_x): random train patches; for val and test one
+    centred crop (test: the whole image when shards.test_crop is null)."""
     shards = params.shards
     if split == "train":
         size = shards.crop
@@ -82,8 +83,9 @@ def crop_windows(height: int, width: int, split: str, params: Params, rng) -> li
             )
             for _ in range(shards.patches_per_image)
         ]
-    size_y = min(height, shards.eval_crop or height)
-    size_x = min(width, shards.eval_crop or width)
+    size = shards.val_crop if split == "val" else shards.test_crop
+    size_y = min(height, size or height)
+    size_x = min(width, size or width)
     return [((height - size_y) // 2, (width - size_x) // 2, size_y, size_x)]
 
 

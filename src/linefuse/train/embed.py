@@ -192,7 +192,7 @@ def embed_level(
     'embeddings' (P, seq, dim) float32; manifest.json {mode: 'pixel'|'latent', dtype, channels,
     scaling_factor (1.0 in pixel mode), vae, text_encoder, prompts: [the P prompt strings],
     splits: {split: {count, shape: [C,h,w], keys: [sample keys in row order]}}}. Samples in key
-    order (LmdbPairs order). A split whose samples differ in shape (val/test with shards.eval_crop
+    order (LmdbPairs order). A split whose samples differ in shape (test with shards.test_crop
     null) is skipped with a warning and left out of the manifest. Returns a small metrics dict."""
     shards_dir, index_path, out_dir = Path(shards_dir), Path(index_path), Path(out_dir)
     model, embed = params.model, params.embed
@@ -210,11 +210,12 @@ def embed_level(
         if _uniform_shape(pairs) is None:
             sizes = sorted({f"{w}x{h}" for _, h, w, _ in pairs.shapes})
             log.warning(
-                "embed@%s: %s samples differ in size (%s); split skipped (set "
-                "shards.eval_crop to embed it)",
+                "embed@%s: %s samples differ in size (%s); split skipped (a smaller "
+                "shards.%s_crop gives them one size)",
                 level,
                 split,
                 ", ".join(sizes[:4]) + (", ..." if len(sizes) > 4 else ""),
+                split,
             )
             skipped.append(split)
             continue
