@@ -49,7 +49,7 @@ sweep: $(STAMP)
 	@! $(BIN)/dvc queue status | grep -q Failed || { $(BIN)/dvc queue status; \
 	  echo "make sweep: an experiment failed; see dvc queue logs NAME"; exit 1; }
 	$(BIN)/dvc exp show --no-pager --md --drop '.*' \
-	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s25\..*|summary\.psnr_gain_s25)$$'
+	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s[0-9]+\..*|summary\.psnr_gain_s[0-9]+)$$'
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`
 test: $(STAMP) chromium

@@ -112,58 +112,87 @@ def evaluated(trained_project, tmp_path_factory) -> Path:
 
 def test_eval_json_has_the_shape_dvc_shows(evaluated):
     report = json.loads((evaluated / "metrics/eval.json").read_text())
-    steps = tiny_params()["eval"]["steps"]
-    models = {f"model_s{n}" for n in steps}
+    params = tiny_params()["eval"]
+    model, sweep = f"model_s{params['steps']}", params["sweep"]["steps"]
     for metric in ("psnr", "ssim"):
         assert set(report[metric]) == set(DOMAINS)
         for domain, by_level in report[metric].items():
             assert set(by_level) == set(LEVELS)
             for cell in by_level.values():
                 kernel = domain not in ("compression", "lowres")
-                expected = (
-                    {"input", "unsharp"}
-                    | models
-                    | ({"wiener", "richardson_lucy"} if kernel else set())
+                expected = {"input", "unsharp", model} | (
+                    {"wiener", "richardson_lucy"} if kernel else set()
                 )
                 assert set(cell) == expected
                 assert all(isinstance(v, float) for v in cell.values())
-    assert set(report["latency_ms_per_image"]) == {f"s{n}" for n in steps}
-    most = max(steps)
-    assert report["latency_ms_per_image"][f"s{most}"] > report["latency_ms_per_image"]["s1"] > 0
+    assert set(report["sweep"]) == {"samples", "input_psnr", "best_classical_psnr"} | {
+        f"s{n}" for n in sweep
+    }
+    assert report["sweep"]["samples"] == len(DOMAINS) * len(LEVELS) * params["sweep"]["samples"]
+    speed = {n: report["sweep"][f"s{n}"]["seconds_per_megapixel"] for n in sweep}
+    assert speed[max(sweep)] > speed[1] > 0
     assert report["machine"]["device"] == "cpu" and report["machine"]["cpu_model"]
     for name in ("psnr_by_domain_level.csv", "psnr_vs_steps.csv"):
         assert (evaluated / "plots" / name).read_text().count("\n") > 3
     scan_cells = report["psnr"]["scan"].values()
-    assert report["psnr_by_domain_s25"]["scan"] == pytest.approx(
-        np.mean([cell["model_s25"] for cell in scan_cells]), abs=1e-3
+    assert report[f"psnr_by_domain_s{params['steps']}"]["scan"] == pytest.approx(
+        np.mean([cell[model] for cell in scan_cells]), abs=1e-3
     )
     few = report["few_step"]
-    shortfalls = [
-        cell[f"model_s{most}"] - cell["model_s4"]
-        for by_level in report["psnr"].values()
-        for cell in by_level.values()
-    ]
-    assert (few["steps"], few["reference_steps"]) == (4, most)
-    assert few["psnr_shortfall_db"] == pytest.approx(np.mean(shortfalls), abs=1e-3)
-    assert few["max_cell_shortfall_db"] == pytest.approx(max(shortfalls), abs=1e-3)
-    latency = report["latency_ms_per_image"]
-    assert few["speedup"] == pytest.approx(latency[f"s{most}"] / latency["s4"], rel=0.01)
+    assert (few["steps"], few["reference_steps"]) == (4, max(sweep))
+    shortfall = report["sweep"][f"s{max(sweep)}"]["psnr"] - report["sweep"]["s4"]["psnr"]
+    assert few["psnr_shortfall_db"] == pytest.approx(shortfall, abs=1e-3)
+    assert few["speedup"] == pytest.approx(speed[max(sweep)] / speed[4], rel=0.01)
     assert few["speedup"] > 3
+    # whole test images (shards.test_crop: null): the 96 x 64 charts, one row per cell
     grid = Image.open(evaluated / "reports/samples.png")
-    assert grid.height >= len(DOMAINS) * len(LEVELS) * 48 and grid.width == 3 * 48
+    assert grid.size == (3 * 96, len(DOMAINS) * len(LEVELS) * (64 + 2))
+
+
+def test_every_cell_has_its_sample_count_and_gain_interval(evaluated):
+    """psnr_gain_sN: each cell counts every test image of its domain and level, its mean is the
+    PSNR table's model minus input, and the bootstrap interval holds the mean."""
+    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    steps = tiny_params()["eval"]["steps"]
+    block, summary = report[f"psnr_gain_s{steps}"], report["summary"]
+    test_images = 0
+    for level in LEVELS:
+        pairs = LmdbPairs(evaluated / "data/shards" / level, "test")
+        assert {shape[1:3] for shape in pairs.shapes} == {(64, 96)}  # whole, not cropped
+        for domain in DOMAINS:
+            cell = block[domain][level]
+            count = sum(meta["domain"] == domain for meta in pairs.metas)
+            assert cell["samples"] == count >= 2
+            table = report["psnr"][domain][level]
+            assert cell["mean"] == pytest.approx(
+                table[f"model_s{steps}"] - table["input"], abs=2e-3
+            )
+            assert cell["low"] < cell["mean"] < cell["high"]
+            test_images += count
+    assert summary["samples"] == test_images
+    assert summary["min_cell_samples"] == min(
+        c["samples"] for by_level in block.values() for c in by_level.values()
+    )
+    low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
+    assert low < summary[f"psnr_gain_s{steps}"] < high
+    assert summary["interval_confidence"] == 0.95
 
 
 def test_the_tiny_trained_model_beats_its_input(evaluated):
     """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 48 px crops): +0.9 to +2.3 dB mean PSNR
     gain here; 40 pretrain steps gave only +0.07 to +0.6 dB."""
     report = json.loads((evaluated / "metrics/eval.json").read_text())
-    for steps in tiny_params()["eval"]["steps"]:
-        gains = [
-            cell[f"model_s{steps}"] - cell["input"]
-            for by_level in report["psnr"].values()
-            for cell in by_level.values()
-        ]
-        assert np.mean(gains) > 0.5, (steps, gains)
+    steps = tiny_params()["eval"]["steps"]
+    gains = [
+        cell[f"model_s{steps}"] - cell["input"]
+        for by_level in report["psnr"].values()
+        for cell in by_level.values()
+    ]
+    assert np.mean(gains) > 0.5, gains
+    assert report["summary"][f"psnr_gain_s{steps}_low"] > 0.3
+    sweep = report["sweep"]
+    for count in tiny_params()["eval"]["sweep"]["steps"]:
+        assert sweep[f"s{count}"]["psnr"] - sweep["input_psnr"] > 0.5, count
 
 
 def test_restore_cli_restores_any_size_and_skips_bad_files(trained_project, tmp_path, capsys):
@@ -447,7 +476,8 @@ def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, t
     params = tiny_params()
     params["train"].update(adapters="per_domain")
     params["train"]["per_domain"].update(domains=["gaussian", "scan"], steps=3)
-    params["eval"].update(steps=[1, 4], max_samples=1)
+    params["eval"].update(steps=4, max_samples=1)
+    params["eval"]["sweep"].update(steps=[1, 4])
     write_params(project, params)
     assert run_cli(project, "train-domains") == 0
     assert run_cli(project, "evaluate") == 0

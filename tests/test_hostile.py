@@ -19,7 +19,8 @@ def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
     params["pretrain"]["steps"] = 4
     for level in params["train"]["curriculum"].values():
         level["steps"] = 2
-    params["eval"].update(steps=[1], max_samples=1)
+    params["eval"].update(steps=1, max_samples=1)
+    params["eval"]["sweep"]["steps"] = [1]
     write_params(tmp_path, params)
 
     commands = [["index"]] + [

@@ -235,7 +235,18 @@ MUTATIONS = [
         "train.curriculum.medium.lr",
         "less than or equal to 1",
     ),
-    ("repeated eval steps", lambda p: p["eval"].update(steps=[25, 25]), "eval.steps", "distinct"),
+    (
+        "repeated sweep steps",
+        lambda p: p["eval"]["sweep"].update(steps=[25, 25]),
+        "eval.sweep.steps",
+        "distinct",
+    ),
+    (
+        "interval confidence of 1",
+        lambda p: p["eval"]["interval"].update(confidence=1.0),
+        "eval.interval.confidence",
+        "less than 1",
+    ),
     (
         "zero batch size",
         lambda p: p["optim"].update(batch_size=0),

@@ -117,8 +117,23 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
             assert sorted(shown) == sorted(round(v, digits) for v in cell.values())
             best = [float(v) for v, css in values if css == "best"]
             assert best and all(b == max(shown) for b in best), (domain, level, values)
-    hard = report["psnr"]["gaussian"]["hard"]["model_s25"]
+    hard = report["psnr"]["gaussian"]["hard"]["model_s4"]
     assert f">{hard:.2f}</td>" in page
+    # each cell's sample count, mean gain and interval, as eval.json has them
+    gains = report["psnr_gain_s4"]
+    rows = _table(page, "PSNR gain of the model over the input")[2:]
+    assert len(rows) == 15
+    domain = None
+    for row in rows:
+        if len(row) == 5:
+            domain = row.pop(0)[0]
+        cell = gains[domain][row[0][0]]
+        interval = f"{cell['low']:+.2f} … {cell['high']:+.2f}"
+        assert [text for text, _ in row[1:]] == [
+            str(cell["samples"]),
+            f"{cell['mean']:+.2f}",
+            interval,
+        ]
 
     shown = page.replace("<wbr>", "")  # line-break opportunities in long keys
     assert report["summary"]
@@ -126,7 +141,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
         assert f"<code>{key}</code>" in shown
         if "gain" in key or "margin" in key:
             assert f"{value:+.2f} dB</div>" in shown, key
-    for block in set(report) - {"psnr", "ssim", "chart", "latency_ms_per_image", "summary"}:
+    for block in set(report) - {"psnr", "ssim", "chart", "sweep", "summary", "psnr_gain_s4"}:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:
             assert f"<code>{key}</code>" in shown, (block, key)
@@ -139,7 +154,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert [row[0] for row in steps] == [row["steps"] for row in csv_rows] == ["1", "4", "25"]
     assert [row[1] for row in steps] == [f"{float(row['psnr']):.2f}" for row in csv_rows]
     assert [row[-1] for row in steps] == [
-        f"{float(row['latency_ms_per_image']):.1f}" for row in csv_rows
+        f"{float(row['seconds_per_megapixel']):.2f}" for row in csv_rows
     ]
     assert "<svg" not in page and "training_curves" not in page
     # the samples travel inside the page, the CSS too: it works opened from anywhere
@@ -147,7 +162,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert base64.b64decode(embedded) == (reported / "reports/samples.png").read_bytes()
     assert CSS.read_text() in page
     params = yaml.safe_load((reported / "params.yaml").read_text())
-    assert f"count: {params['data']['charts']['count']}" in page and "max_samples: 2" in page
+    assert f"count: {params['data']['charts']['count']}" in page and "max_samples: null" in page
     assert "eval:" in page and "serve:" not in page
     # static: nothing fetched, no script, no clock
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
@@ -198,7 +213,7 @@ def _synthetic(project: Path) -> Path:
             for d, by in cells.items()
         },
         "chart": {},
-        "latency_ms_per_image": {"s1": 1.0, "s25": 20.0},
+        "sweep": {"samples": 2, "s1": {"psnr": 22.5, "seconds_per_megapixel": 1.0}},
         "summary": {"psnr_gain_s25": 3.0, HOSTILE: 1},
     }
     (project / "metrics").mkdir()
@@ -206,7 +221,7 @@ def _synthetic(project: Path) -> Path:
     (project / "plots").mkdir()
     (project / "plots/psnr_by_domain_level.csv").write_text("domain,level,method,psnr,ssim\n")
     (project / "plots/psnr_vs_steps.csv").write_text(
-        "steps,psnr,latency_ms_per_image\n1,22.5,1.0\n25,24.0,20.0\n"
+        "steps,psnr,gain,margin,seconds_per_megapixel\n1,22.5,2.5,1.5,1.0\n25,24.0,4.0,3.0,20.0\n"
     )
     (project / "reports").mkdir()
     Image.new("RGB", (96, 6 * 34), (200, 100, 50)).save(project / "reports/samples.png")

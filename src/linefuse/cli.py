@@ -143,15 +143,25 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     with stage("evaluate") as written:
         report = evaluate(params, _device(params, "evaluate"))
         written += [paths.EVAL_JSON, paths.PLOTS_DIR, paths.SAMPLES_PNG]
-    for name, value in report["summary"].items():
-        logging.getLogger("linefuse").info("evaluate: %s = %+.2f dB", name, value)
+    log, steps = logging.getLogger("linefuse"), params.eval.steps
+    if summary := report["summary"]:
+        low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
+        log.info(
+            "evaluate: mean PSNR gain at %d steps %+.2f dB (%.0f%% interval %s), %d test images, "
+            "at least %d a cell",
+            steps,
+            summary[f"psnr_gain_s{steps}"],
+            100 * summary["interval_confidence"],
+            "n/a" if low is None else f"{low:+.2f} to {high:+.2f}",
+            summary["samples"],
+            summary["min_cell_samples"],
+        )
     if few := report.get("few_step"):
-        logging.getLogger("linefuse").info(
-            "evaluate: %d steps vs %d: %+.2f dB mean shortfall (worst cell %+.2f), %.1fx faster",
+        log.info(
+            "evaluate: %d steps vs %d: %+.2f dB shortfall on the sweep's tiles, %.1fx faster",
             few["steps"],
             few["reference_steps"],
             few["psnr_shortfall_db"],
-            few["max_cell_shortfall_db"],
             few["speedup"],
         )
 

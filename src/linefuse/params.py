@@ -474,13 +474,11 @@ class BaselineParams(Strict):
     unsharp_amount: Annotated[float, Field(gt=0.0)]
 
 
-class EvalParams(Strict):
+class SweepParams(Strict):
+    """Quality and speed against DDIM steps, on the first `samples` test images of each cell."""
+
     steps: list[Annotated[int, Field(ge=1, le=1000)]]
-    batch_size: Annotated[int, Field(ge=1)]
-    seed: int
-    max_samples: Annotated[int, Field(ge=1)] | None
-    metric: MetricParams
-    baselines: BaselineParams
+    samples: Annotated[int, Field(ge=1)]
 
     @field_validator("steps")
     @classmethod
@@ -489,10 +487,23 @@ class EvalParams(Strict):
             raise ValueError("needs one or more distinct sampler step counts, e.g. [1, 4, 25]")
         return sorted(steps)
 
-    def shown_steps(self) -> int:
-        """The step count the summary, samples.png and the report show: 25 if measured, else the
-        last."""
-        return 25 if 25 in self.steps else self.steps[-1]
+
+class IntervalParams(Strict):
+    """The bootstrap interval of each cell's mean PSNR gain."""
+
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
+    resamples: Annotated[int, Field(ge=100, le=100_000)]
+
+
+class EvalParams(Strict):
+    steps: Annotated[int, Field(ge=1, le=1000)]
+    sweep: SweepParams
+    batch_size: Annotated[int, Field(ge=1)]
+    seed: int
+    max_samples: Annotated[int, Field(ge=1)] | None
+    interval: IntervalParams
+    metric: MetricParams
+    baselines: BaselineParams
 
 
 class TileParams(Strict):

@@ -1,10 +1,13 @@
 """evaluate: PSNR/SSIM per blur domain and level, against the input and classical baselines.
 
-On the test split of every level: the blurred input, Wiener and Richardson-Lucy (with the kernel
-the degradation used), unsharp masking, and the final curriculum adapter at every sampler step
-count in `eval.steps`, with its latency; with per-domain adapters (train_domains), also each
-domain's own adapter and their weighted merge. Charts also get LineFuse's peak-position and integral
-errors. Writes metrics/eval.json (keys such as psnr.gaussian.hard.model_s25), plots/*.csv and
+On the test split of every level (whole images unless shards.test_crop crops them): the blurred
+input, Wiener and Richardson-Lucy (with the kernel the degradation used), unsharp masking, and the
+final curriculum adapter at `eval.steps` DDIM steps; with per-domain adapters (train_domains), also
+each domain's own adapter and their weighted merge. Each cell (domain x level) gets its sample
+count and a bootstrap interval of the model's mean gain over the input. A centred tile of a few
+images per cell is also restored at every step count of `eval.sweep`, timed per megapixel.
+Charts also get LineFuse's peak-position and integral errors. Writes metrics/eval.json (keys such as
+psnr.gaussian.hard.model_s4 and psnr_gain_s4.gaussian.hard.low), plots/*.csv and
 reports/samples.png.
 """
 
@@ -25,6 +28,7 @@ from linefuse import paths
 from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
+from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.hardware import Choice, cpu_model
 from linefuse.params import Params
@@ -51,8 +55,48 @@ def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
     return pairs
 
 
+def _first_of_each_domain(pairs: list[tuple], count: int) -> list[int]:
+    """Positions of the first `count` pairs of each domain: the sweep's images."""
+    taken: dict[str, int] = defaultdict(int)
+    chosen = []
+    for position, (_, _, meta) in enumerate(pairs):
+        if taken[meta["domain"]] < count:
+            taken[meta["domain"]] += 1
+            chosen.append(position)
+    return chosen
+
+
 def _mean(values: list[float]) -> float:
     return round(float(np.mean(values)), 4)
+
+
+def _rounded(interval: dict) -> dict:
+    return {k: v if v is None or isinstance(v, int) else round(v, 4) for k, v in interval.items()}
+
+
+class _TimedRestorer:
+    """A Restorer that adds up, per step count, the seconds it ran and the pixels it restored,
+    and moves a progress bar by the images done."""
+
+    def __init__(self, restorer: Restorer, params: Params, progress: tqdm | None = None):
+        self.restorer, self.params, self.progress = restorer, params, progress
+        self.seconds: dict[int, float] = defaultdict(float)
+        self.pixels: dict[int, int] = defaultdict(int)
+
+    def __call__(self, images: list[np.ndarray], steps: int) -> list[np.ndarray]:
+        started, restored = time.perf_counter(), []
+        batch = self.params.eval.batch_size
+        for first in range(0, len(images), batch):
+            chunk = images[first : first + batch]
+            restored += self.restorer.restore_images(chunk, steps, self.params.eval.seed, batch)
+            if self.progress is not None:
+                self.progress.update(len(chunk))
+        self.seconds[steps] += time.perf_counter() - started
+        self.pixels[steps] += sum(image.shape[0] * image.shape[1] for image in images)
+        return restored
+
+    def seconds_per_megapixel(self, steps: int) -> float:
+        return round(1e6 * self.seconds[steps] / max(self.pixels[steps], 1), 3)
 
 
 def evaluate(params: Params, device: Choice) -> dict:
@@ -60,7 +104,13 @@ def evaluate(params: Params, device: Choice) -> dict:
     content."""
     final = params.train.order()[-1]
     restorer = Restorer(params, paths.adapter(final), device.value)
-    steps_list, settings = params.eval.steps, params.eval.metric
+    progress = tqdm(desc="evaluate", unit="image", disable=None)
+    restore, sweep_restore = (
+        _TimedRestorer(restorer, params, progress),
+        _TimedRestorer(restorer, params),
+    )
+    settings, steps = params.eval.metric, params.eval.steps
+    model = f"model_s{steps}"
     extra = domain_adapters()
     by_domain = {
         domain: Restorer(params, path, device.value) for domain, path in extra["adapters"].items()
@@ -70,27 +120,22 @@ def evaluate(params: Params, device: Choice) -> dict:
         "psnr": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
         "ssim": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
     }
+    swept = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # as scores["psnr"]
     chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
-    model_seconds, model_images = defaultdict(float), defaultdict(int)
     showcase: dict[tuple, tuple] = {}
-    shown_steps = params.eval.shown_steps()
 
     levels = params.degrade.levels
-    for level in tqdm(levels, desc="evaluate", unit="level", disable=None):
+    for level in levels:
         pairs = _test_pairs(level, params.eval.max_samples)
         if not pairs:
             log.warning("evaluate: level %s has no test samples; skipped", level)
             continue
+        progress.total = (progress.total or 0) + len(pairs)
+        progress.set_postfix_str(level)
         blurred_images = [pair[0] for pair in pairs]
-        outputs: dict[str, list[np.ndarray]] = {}
-        for steps in steps_list:
-            started = time.perf_counter()
-            outputs[f"model_s{steps}"] = restorer.restore_images(
-                blurred_images, steps, params.eval.seed, params.eval.batch_size
-            )
-            model_seconds[steps] += time.perf_counter() - started
-            model_images[steps] += len(pairs)
-        outputs |= _adapter_outputs(pairs, by_domain, combined, shown_steps, params)
+        outputs = {model: restore(blurred_images, steps)}
+        outputs |= _adapter_outputs(pairs, by_domain, combined, steps, params)
+        _sweep_level(pairs, level, sweep_restore, params, swept)
         for index, (blurred, sharp, meta) in enumerate(pairs):
             domain = meta["domain"]
             methods = {
@@ -103,10 +148,11 @@ def evaluate(params: Params, device: Choice) -> dict:
             for name, image in methods.items():
                 scores["psnr"][domain][level][name].append(psnr(image, sharp, settings))
                 scores["ssim"][domain][level][name].append(ssim(image, sharp, settings))
-            for name in ("input", f"model_s{shown_steps}"):
+            for name in ("input", model):
                 for figure, value in chart_errors(methods[name], sharp).items():
                     chart[domain][level][name][figure].append(value)
-            showcase.setdefault((domain, level), (blurred, methods[f"model_s{shown_steps}"], sharp))
+            showcase.setdefault((domain, level), (blurred, methods[model], sharp))
+    progress.close()
 
     report = {
         metric: {
@@ -118,9 +164,20 @@ def evaluate(params: Params, device: Choice) -> dict:
         }
         for metric, table in scores.items()
     }
-    report["latency_ms_per_image"] = {
-        f"s{steps}": round(1000 * model_seconds[steps] / max(model_images[steps], 1), 2)
-        for steps in steps_list
+    gains = {
+        domain: {
+            level: np.subtract(by_name[model], by_name["input"]).tolist()
+            for level, by_name in by_level.items()
+        }
+        for domain, by_level in scores["psnr"].items()
+    }
+    interval, seed = params.eval.interval, params.eval.seed
+    report[f"psnr_gain_s{steps}"] = {
+        domain: {
+            level: _rounded(mean_interval(values, interval, seed))
+            for level, values in by_level.items()
+        }
+        for domain, by_level in gains.items()
     }
     report["chart"] = {
         domain: {
@@ -132,24 +189,48 @@ def evaluate(params: Params, device: Choice) -> dict:
         }
         for domain, by_level in chart.items()
     }
-    report["summary"] = _summary(report, levels, shown_steps)
-    report[f"psnr_by_domain_s{shown_steps}"] = {
-        domain: _mean([cell[f"model_s{shown_steps}"] for cell in by_level.values()])
+    cell_gains = [values for by_level in gains.values() for values in by_level.values()]
+    report["summary"] = _summary(report, levels, steps) | _headline_interval(
+        cell_gains, report[f"psnr_gain_s{steps}"], steps, params
+    )
+    report[f"psnr_by_domain_s{steps}"] = {
+        domain: _mean([cell[model] for cell in by_level.values()])
         for domain, by_level in report["psnr"].items()
     }
-    if few := _few_step(report, steps_list):
+    report["sweep"] = _sweep(swept, sweep_restore, params.eval.sweep.steps)
+    if few := _few_step(report["sweep"], params.eval.sweep.steps):
         report["few_step"] = few
-    # the latencies above are this machine's: name it beside them
+    # the timings above are this machine's: name it beside them
     report["machine"] = {
         "device": device.value,
         "device_reason": device.reason,
         "cpu_model": cpu_model(),
     }
     with atomic_files([*PLOTS, SAMPLES_PNG, EVAL_JSON]) as tmp:
-        _write_plots(report, steps_list, levels, tmp)
+        _write_plots(report, params.eval.sweep.steps, levels, tmp)
         _write_samples(showcase, params.degrade.domains, levels, tmp[SAMPLES_PNG])
         tmp[EVAL_JSON].write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
+
+
+def _headline_interval(
+    cell_gains: list[list[float]], by_cell: dict, steps: int, params: Params
+) -> dict:
+    """The headline gain's interval (resampled within each cell), the sample count and the widest
+    cell interval: how far the figures above could move with other test images."""
+    if not cell_gains:
+        return {}
+    overall = _rounded(mean_of_means_interval(cell_gains, params.eval.interval, params.eval.seed))
+    cells = [cell for by_level in by_cell.values() for cell in by_level.values()]
+    widths = [(c["high"] - c["low"]) / 2 for c in cells if c["low"] is not None]
+    return {
+        f"psnr_gain_s{steps}_low": overall["low"],
+        f"psnr_gain_s{steps}_high": overall["high"],
+        "interval_confidence": params.eval.interval.confidence,
+        "samples": overall["samples"],
+        "min_cell_samples": min(c["samples"] for c in cells),
+        f"max_interval_half_width_s{steps}": round(max(widths), 4) if widths else None,
+    }
 
 
 def _adapter_outputs(
@@ -216,22 +297,72 @@ def _summary(report: dict, levels: list[str], steps: int) -> dict:
     return summary
 
 
-def _few_step(report: dict, steps_list: list[int]) -> dict:
-    """How close the fewest-step sampler (at most 4 DDIM steps) comes to the most steps measured:
-    the mean and the worst cell's PSNR shortfall (positive = few steps worse) and the speed-up."""
-    few_steps = [steps for steps in steps_list if steps <= 4]
-    if not few_steps or max(steps_list) <= max(few_steps):
+def _centre(image: np.ndarray, size: int) -> np.ndarray:
+    height, width = image.shape[:2]
+    top, left = max(0, (height - size) // 2), max(0, (width - size) // 2)
+    return image[top : top + size, left : left + size]
+
+
+def _sweep_level(
+    pairs: list[tuple], level: str, restore: _TimedRestorer, params: Params, swept: dict
+) -> None:
+    """The first `eval.sweep.samples` test images of each domain, cut to one centred tile (so a
+    step count costs one batched model call): PSNR of the input, the classical baselines and the
+    model at every step count of the sweep, into swept[domain][level][method]."""
+    chosen = _first_of_each_domain(pairs, params.eval.sweep.samples)
+    size = params.tiles.size
+    crops = [(_centre(pairs[i][0], size), _centre(pairs[i][1], size), pairs[i][2]) for i in chosen]
+    restored = {count: restore([c[0] for c in crops], count) for count in params.eval.sweep.steps}
+    for position, (blurred, sharp, meta) in enumerate(crops):
+        methods = {
+            "input": blurred,
+            **baselines(blurred, meta["domain"], meta["params"], params.eval.baselines),
+        }
+        methods |= {f"model_s{count}": images[position] for count, images in restored.items()}
+        for name, image in methods.items():
+            swept[meta["domain"]][level][name].append(psnr(image, sharp, params.eval.metric))
+
+
+def _sweep(swept: dict, restore: _TimedRestorer, counts: list[int]) -> dict:
+    """On the sweep's tiles, means over cells: the input's PSNR, the best classical baseline's
+    (per cell) and the model's at each step count, with its seconds per megapixel."""
+    cells = [
+        {name: float(np.mean(values)) for name, values in cell.items()}
+        for by_level in swept.values()
+        for cell in by_level.values()
+    ]
+    if not cells:
         return {}
-    few, reference = max(few_steps), max(steps_list)
-    cells = [cell for by_level in report["psnr"].values() for cell in by_level.values()]
-    shortfalls = [cell[f"model_s{reference}"] - cell[f"model_s{few}"] for cell in cells]
-    latency = report["latency_ms_per_image"]
+    best = [max(v for n, v in cell.items() if n in CLASSICAL) for cell in cells]
+    out = {
+        "samples": sum(
+            len(cell["input"]) for by_level in swept.values() for cell in by_level.values()
+        ),
+        "input_psnr": _mean([cell["input"] for cell in cells]),
+        "best_classical_psnr": _mean(best),
+    }
+    for count in counts:
+        out[f"s{count}"] = {
+            "psnr": _mean([cell[f"model_s{count}"] for cell in cells]),
+            "seconds_per_megapixel": restore.seconds_per_megapixel(count),
+        }
+    return out
+
+
+def _few_step(sweep: dict, counts: list[int]) -> dict:
+    """How close the fewest-step sampler (at most 4 DDIM steps) comes to the most steps swept,
+    on the sweep's images: the PSNR shortfall (positive = few steps worse) and the speed-up."""
+    few_steps = [count for count in counts if count <= 4]
+    if not sweep or not few_steps or max(counts) <= max(few_steps):
+        return {}
+    few, reference = sweep[f"s{max(few_steps)}"], sweep[f"s{max(counts)}"]
     return {
-        "steps": few,
-        "reference_steps": reference,
-        "psnr_shortfall_db": _mean(shortfalls),
-        "max_cell_shortfall_db": round(max(shortfalls), 4),
-        "speedup": round(latency[f"s{reference}"] / max(latency[f"s{few}"], 1e-9), 2),
+        "steps": max(few_steps),
+        "reference_steps": max(counts),
+        "psnr_shortfall_db": round(reference["psnr"] - few["psnr"], 4),
+        "speedup": round(
+            reference["seconds_per_megapixel"] / max(few["seconds_per_megapixel"], 1e-9), 2
+        ),
     }
 
 
@@ -242,9 +373,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
         writer.writerows(rows)
 
 
-def _write_plots(
-    report: dict, steps_list: list[int], levels: list[str], tmp: dict[Path, Path]
-) -> None:
+def _write_plots(report: dict, counts: list[int], levels: list[str], tmp: dict[Path, Path]) -> None:
     rows = [
         [domain, level, name, value, report["ssim"][domain][level][name]]
         for domain, by_level in report["psnr"].items()
@@ -253,15 +382,20 @@ def _write_plots(
         for name, value in by_level[level].items()
     ]
     _write_csv(tmp[BY_DOMAIN_CSV], ["domain", "level", "method", "psnr", "ssim"], rows)
-    by_steps = []
-    for steps in steps_list:
-        values = [
-            cell[f"model_s{steps}"]
-            for by_level in report["psnr"].values()
-            for cell in by_level.values()
+    sweep = report["sweep"]
+    by_steps = [
+        [
+            count,
+            sweep[f"s{count}"]["psnr"],
+            round(sweep[f"s{count}"]["psnr"] - sweep["input_psnr"], 4),
+            round(sweep[f"s{count}"]["psnr"] - sweep["best_classical_psnr"], 4),
+            sweep[f"s{count}"]["seconds_per_megapixel"],
         ]
-        by_steps.append([steps, _mean(values), report["latency_ms_per_image"][f"s{steps}"]])
-    _write_csv(tmp[BY_STEPS_CSV], ["steps", "psnr", "latency_ms_per_image"], by_steps)
+        for count in counts
+        if sweep
+    ]
+    header = ["steps", "psnr", "gain", "margin", "seconds_per_megapixel"]
+    _write_csv(tmp[BY_STEPS_CSV], header, by_steps)
 
 
 def _write_samples(showcase: dict, domains: list[str], levels: list[str], path: Path) -> None:

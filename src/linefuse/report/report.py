@@ -41,8 +41,9 @@ INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 # dvc.yaml and workflow/rules/report.smk track the same list.
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
-# eval.json's blocks with tables of their own; every other block is shown as summary cards
-TABLED = {"psnr", "ssim", "chart", "latency_ms_per_image", "summary"}
+# eval.json's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
+TABLED = {"psnr", "ssim", "chart", "sweep", "summary"}
+GAIN_BLOCK = re.compile(r"psnr_gain_s\d+")
 GROUP_LABELS = {
     "input": "blurred",
     "classical": "classical baselines",
@@ -216,33 +217,56 @@ def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
     )
 
 
-def steps_table(rows: list[dict[str, str]], psnr: dict) -> dict:
-    """plots/psnr_vs_steps.csv beside the references a step count has to beat: the mean PSNR
-    of the input and of the best classical baseline of each cell (from eval.json)."""
-    cells = [cell for by_level in psnr.values() for cell in by_level.values()]
-    inputs = [cell["input"] for cell in cells if "input" in cell]
-    best = [
-        max(v for n, v in cell.items() if method_group(n) == "classical")
-        for cell in cells
-        if any(method_group(n) == "classical" for n in cell)
-    ]
-    mean_input = sum(inputs) / len(inputs) if inputs else None
-    mean_best = sum(best) / len(best) if best else None
+def gain_grid(block: dict, domains: list[str], levels: list[str], confidence: float) -> Grid:
+    """eval.json's psnr_gain_sN: each cell's sample count, mean gain and bootstrap interval."""
+    rows = []
+    for domain in _ordered(block, domains):
+        for index, level in enumerate(_ordered(block[domain], levels)):
+            cell = block[domain][level]
+            bounds = [cell[k] for k in ("low", "high")]
+            text = "–" if None in bounds else f"{bounds[0]:+.2f} … {bounds[1]:+.2f}"
+            sign = "up" if cell["mean"] > 0 else "down" if cell["mean"] < 0 else "v"
+            rows.append(
+                dict(
+                    domain=domain,
+                    span=len(block[domain]) if index == 0 else 0,
+                    level=level,
+                    cells=[
+                        (str(cell["samples"]), "v", ""),
+                        (f"{cell['mean']:+.2f}", sign, ""),
+                        (text, "v", ""),
+                    ],
+                )
+            )
+    return Grid(
+        "PSNR gain of the model over the input",
+        f"dB, with its {confidence:.0%} bootstrap interval",
+        [],
+        [("images", "samples"), ("mean", "mean"), (f"{confidence:.0%} interval", "low … high")],
+        rows,
+        css=" compact",
+    )
 
-    def versus(value: float, reference: float | None) -> float | None:
-        return None if reference is None else value - reference
 
+def steps_table(rows: list[dict[str, str]], sweep: dict) -> dict:
+    """plots/psnr_vs_steps.csv: on the sweep's images, the model's PSNR per step count, its gain
+    over the input and margin over the best classical baseline, and its time per megapixel."""
     out = [
         {
             "steps": row["steps"],
             "psnr": float(row["psnr"]),
-            "gain": versus(float(row["psnr"]), mean_input),
-            "margin": versus(float(row["psnr"]), mean_best),
-            "latency": float(row["latency_ms_per_image"]),
+            "gain": float(row["gain"]),
+            "margin": float(row["margin"]),
+            "latency": float(row["seconds_per_megapixel"]),
         }
         for row in rows
     ]
-    return {"rows": out, "input": mean_input, "best": mean_best, "cells": len(cells)}
+    return {
+        "rows": out,
+        "input": sweep.get("input_psnr"),
+        "best": sweep.get("best_classical_psnr"),
+        "samples": sweep.get("samples", 0),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +309,11 @@ def card(key: str, value: object) -> dict:
 def summary_blocks(report: dict) -> list[dict]:
     """`summary` first, then the other blocks by name (per-domain means, few-step, machine)."""
     blocks = [("summary", report.get("summary", {}))]
-    blocks += [(name, value) for name, value in sorted(report.items()) if name not in TABLED]
+    blocks += [
+        (name, value)
+        for name, value in sorted(report.items())
+        if name not in TABLED and not GAIN_BLOCK.fullmatch(name)
+    ]
     return [
         {
             "name": name,
@@ -368,7 +396,7 @@ def render(
 ) -> str:
     """The page for these inputs; pure, so a test can render without a pipeline run."""
     domains, levels = list(params.degrade.domains), list(params.degrade.levels)
-    steps = params.eval.shown_steps()
+    steps = params.eval.steps
     psnr, ssim = report.get("psnr", {}), report.get("ssim", {})
     cells = sum(len(by_level) for by_level in psnr.values())
     methods = method_order(n for by_level in psnr.values() for c in by_level.values() for n in c)
@@ -376,13 +404,13 @@ def render(
     facts = [
         ("cells", f"{len(psnr)} domains × {len(levels)} levels = {cells} scored"),
         (
-            "test crops",
+            "test images",
             f"≤ {params.eval.max_samples} per cell"
             if params.eval.max_samples
             else "the whole test split",
         ),
         ("adapter", f"{adapter(order[-1]).as_posix()} (curriculum: {' → '.join(order)})"),
-        ("DDIM steps", ", ".join(map(str, params.eval.steps))),
+        ("DDIM steps", f"{steps} (swept: {', '.join(map(str, params.eval.sweep.steps))})"),
         ("metric", f"{params.eval.metric.color}, crop border {params.eval.metric.crop_border}"),
         ("methods", str(len(methods))),
     ]
@@ -392,9 +420,15 @@ def render(
         facts=facts,
         blocks=summary_blocks(report),
         psnr=score_grid(psnr, domains, levels, 2, "PSNR", "dB"),
+        gain=gain_grid(
+            report.get(f"psnr_gain_s{steps}", {}),
+            domains,
+            levels,
+            params.eval.interval.confidence,
+        ),
         ssim=score_grid(ssim, domains, levels, 4, "SSIM", "0–1"),
         chart=chart_grid(report.get("chart", {}), domains, levels),
-        steps=steps_table(by_steps, psnr),
+        steps=steps_table(by_steps, report.get("sweep", {})),
         samples=samples_figure(samples_png, scored, steps) if psnr else None,
         sections=", ".join(SECTIONS),
         params_path=str(params_path),
