@@ -32,15 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 def run_case(size: int, steps: int) -> dict:
     from scipy import ndimage
 
-    from linefuse.data.charts import chart_rng, make_spectrum, render_chart
+    from linefuse.data.charts import draw_chart
     from linefuse.params import load_params
     from linefuse.serve.restorer import Restorer
     from linefuse.train.model import build_unet, save_base
 
     params = load_params(REPO / "params.yaml")
-    charts = params.data.charts.model_copy(update={"width": size, "height": size})
-    rng = chart_rng(charts, 0)
-    sharp = render_chart(make_spectrum(rng, charts), rng, charts)
+    sharp = draw_chart(params.data.charts, 0, size_px=(size, size))[0]
     blurred = ndimage.gaussian_filter(sharp.astype(np.float64), (1.5, 1.5, 0))
     blurred = np.clip(np.rint(blurred), 0, 255).astype(np.uint8)
     with tempfile.TemporaryDirectory() as project, chdir(project):

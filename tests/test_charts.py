@@ -1,38 +1,74 @@
-"""The default data set must be reproducible byte for byte and actually draw the spectrum."""
+"""The default data set: matplotlib charts, reproducible byte for byte, whose sidecar maps every
+pixel to data exactly, varied in style, with a fixed share of held-out style families."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 from scipy.spatial import cKDTree
 
-from linefuse.data.charts import chart_rng, generate, make_spectrum, render_chart
-from linefuse.params import ChartParams, load_params
+from linefuse.data.charts import (
+    _bundled_file,
+    chart_rng,
+    choose_style,
+    draw_chart,
+    family_weights,
+    generate,
+    plan_chart,
+    render_plan,
+)
+from linefuse.data.images import find_images
+from linefuse.params import ChartParams, ParamsError, load_params, parse_params
 
-from conftest import ROOT
+from conftest import ROOT, tiny_params
+
+SIDECAR_KEYS = {"family", "style", "font", "width", "height", "dpi", "plot_box", "xlim", "ylim"}
+
+
+def charts(**overrides) -> ChartParams:
+    """params.yaml's data.charts block with overrides (its own sizes: about 200-360 px wide)."""
+    base = load_params(ROOT / "params.yaml").data.charts.model_dump()
+    return ChartParams(**(base | overrides))
 
 
 def small(**overrides) -> ChartParams:
-    """Tiny charts with every style switched on half the time, so the tests stay fast."""
-    base = load_params(ROOT / "params.yaml").data.charts.model_dump()
-    base |= dict(
-        count=4,
-        width=96,
-        height=64,
-        points=128,
-        axes_prob=0.5,
-        grid_prob=0.5,
-        labels_prob=0.5,
-        paper_prob=0.5,
+    """The suite's tiny charts (96 x 64 px, conftest.tiny_params), so the tests stay fast."""
+    tiny = tiny_params()["data"]["charts"]
+    return charts(
+        **(
+            {key: tiny[key] for key in ("width_in", "height_in", "dpi", "font_pt")}
+            | {"count": 4, "points": 128}
+            | overrides
+        )
     )
-    return ChartParams(**(base | overrides))
 
 
 def files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def to_pixels(table: np.ndarray, sidecar: dict, column: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) image coordinates (x right, y down, pixel edges at integers) of a series' points."""
+    left, top, right, bottom = sidecar["plot_box"]
+    (x0, x1), (y0, y1) = sidecar["xlim"], sidecar["ylim"]
+    x = left + (table[:, 0] - x0) / (x1 - x0) * (right - left)
+    y = bottom - (table[:, column] - y0) / (y1 - y0) * (bottom - top)
+    return x, y
+
+
+def background(image: np.ndarray, sidecar: dict) -> np.ndarray:
+    """The commonest colour inside the plot box: the axes' face."""
+    left, top, right, bottom = (round(v) for v in sidecar["plot_box"])
+    inside = image[top + 2 : bottom - 2, left + 2 : right - 2].reshape(-1, 3)
+    colours, counts = np.unique(inside, axis=0, return_counts=True)
+    return colours[counts.argmax()].astype(int)
 
 
 def test_two_runs_are_byte_identical(tmp_path):
@@ -41,12 +77,12 @@ def test_two_runs_are_byte_identical(tmp_path):
         (tmp_path / name).mkdir()
         assert generate(cfg, tmp_path / name) == cfg.count
     a, b = files(tmp_path / "a"), files(tmp_path / "b")
-    assert sorted(a) == [f"chart_{i:05d}.{ext}" for i in range(4) for ext in ("csv", "png")]
+    assert sorted(a) == [f"chart_{i:05d}.{ext}" for i in range(4) for ext in ("csv", "json", "png")]
     assert a == b
 
 
 def test_worker_count_does_not_change_output(tmp_path):
-    cfg = small(count=5, axes_prob=1.0, labels_prob=1.0)  # text goes through both paths too
+    cfg = small(count=5, title_prob=1.0, annotate_prob=1.0)  # text goes through both paths too
     for name, workers in (("one", 1), ("two", 2)):
         (tmp_path / name).mkdir()
         assert generate(cfg, tmp_path / name, workers=workers) == 5
@@ -63,75 +99,246 @@ def test_chart_does_not_depend_on_count(tmp_path):
 
 
 def test_seed_changes_the_data():
-    spectra = [make_spectrum(chart_rng(small(seed=seed), 0), small()) for seed in (0, 1)]
-    assert not np.array_equal(*spectra)
+    tables = [plan_chart(small(seed=seed), 0).table for seed in (0, 1)]
+    assert tables[0].shape != tables[1].shape or not np.array_equal(*tables)
 
 
-def test_csv_and_png_shapes(tmp_path):
-    cfg = small(count=2)
+def test_png_csv_and_sidecar_agree(tmp_path):
+    cfg = small(count=6)
     generate(cfg, tmp_path)
-    lines = (tmp_path / "chart_00001.csv").read_text().splitlines()
-    assert lines[0] == "wavelength,intensity"
-    assert len(lines) == cfg.points + 1
-    data = np.loadtxt(tmp_path / "chart_00001.csv", delimiter=",", skiprows=1)
-    assert data.shape == (cfg.points, 2) and np.isfinite(data).all()
-    assert np.all(np.diff(data[:, 0]) > 0)
-    with Image.open(tmp_path / "chart_00001.png") as image:
-        assert image.mode == "RGB"
-        assert np.asarray(image).shape == (cfg.height, cfg.width, 3)
+    headers = set()
+    for index in range(cfg.count):
+        stem = tmp_path / f"chart_{index:05d}"
+        sidecar = json.loads(stem.with_suffix(".json").read_text())
+        text = stem.with_suffix(".json").read_text()
+        assert text == json.dumps(sidecar, sort_keys=True) + "\n"  # sorted, one line
+        assert set(sidecar) == SIDECAR_KEYS | {"series"}
+        with Image.open(stem.with_suffix(".png")) as image:
+            assert image.mode == "RGB" and image.info.keys() <= {"dpi"}  # no Software, no dates
+            pixels = np.asarray(image)
+        assert pixels.dtype == np.uint8
+        assert pixels.shape == (sidecar["height"], sidecar["width"], 3) == (64, 96, 3)
+        left, top, right, bottom = sidecar["plot_box"]
+        assert 0 <= left < right <= sidecar["width"] and 0 <= top < bottom <= sidecar["height"]
+        assert sidecar["family"] in cfg.families
+        assert sidecar["style"] in cfg.families[sidecar["family"]]
+
+        lines = stem.with_suffix(".csv").read_text().splitlines()
+        columns = [s["column"] for s in sidecar["series"]]
+        assert lines[0] == ",".join(["wavelength", *columns])
+        assert columns == (
+            ["intensity"] if len(columns) == 1 else [f"intensity_{k}" for k in range(len(columns))]
+        )
+        headers.add(lines[0])
+        table = np.loadtxt(stem.with_suffix(".csv"), delimiter=",", skiprows=1, ndmin=2)
+        assert table.shape == (cfg.points, 1 + len(columns)) and np.isfinite(table).all()
+        assert np.all(np.diff(table[:, 0]) > 0)
+        for series in sidecar["series"]:
+            assert len(series["color"]) == 3 and all(0 <= c <= 255 for c in series["color"])
+            assert series["linewidth_px"] > 0 and series["linestyle"] in ("-", "--", ":", "-.")
+        # what draw_chart returns in memory is what generate wrote
+        image, drawn, again = draw_chart(cfg, index)
+        assert np.array_equal(image, pixels) and np.allclose(drawn, table) and again == sidecar
+    assert len(headers) > 1  # one and several series among six charts
 
 
-@pytest.mark.parametrize("index", range(3))
-def test_pure_line_is_the_bare_curve(tmp_path, index):
-    cfg = small(
-        count=3, pure_line=True, axes_prob=1.0, grid_prob=1.0, labels_prob=1.0, paper_prob=1.0
+def test_find_images_skips_the_tables_and_sidecars(tmp_path):
+    generate(small(count=2), tmp_path)
+    assert [p.name for p in find_images(tmp_path)] == ["chart_00000.png", "chart_00001.png"]
+
+
+def test_sidecar_maps_every_point_of_the_main_series_onto_its_ink():
+    """Default sizes and styles (grids, tints, markers, several series): each CSV point of the
+    main series, mapped through the sidecar, lands on ink (within a pixel)."""
+    cfg = charts(dash_prob=0.0, legend_prob=0.0, annotate_prob=0.0)  # nothing hides the line
+    styles = set()
+    for index in range(8):
+        image, table, sidecar = draw_chart(cfg, index)
+        styles.add(sidecar["style"])
+        face = background(image, sidecar)
+        x, y = to_pixels(table, sidecar)
+        inked = np.abs(image.astype(int) - face).sum(axis=2) > 40
+        rows, cols = np.floor(y).astype(int), np.floor(x).astype(int)
+        near = np.zeros(len(x), bool)
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                r = np.clip(rows + dr, 0, image.shape[0] - 1)
+                c = np.clip(cols + dc, 0, image.shape[1] - 1)
+                near |= inked[r, c]
+        assert near.all(), (index, sidecar["style"], np.flatnonzero(~near)[:10])
+    assert len(styles) >= 4
+
+
+def _ink_distance(image, table, sidecar, dx: float = 0.0, dy: float = 0.0):
+    """(ink-weighted mean, max) distance in px from the plot's ink to the mapped polyline."""
+    left, top, right, bottom = sidecar["plot_box"]
+    darkness = np.abs(image.astype(int) - background(image, sidecar)).sum(axis=2)
+    r0, r1 = int(np.ceil(top)) + 3, int(bottom) - 3  # inside the spines
+    c0, c1 = int(np.ceil(left)) + 3, int(right) - 3
+    rows, cols = np.nonzero(darkness[r0:r1, c0:c1] > 30)
+    weight = darkness[r0:r1, c0:c1][rows, cols]
+    x, y = to_pixels(table, sidecar)
+    t = np.linspace(0, len(x) - 1, 20 * len(x))  # the straight segments between the points
+    line = np.column_stack([np.interp(t, np.arange(len(x)), x), np.interp(t, np.arange(len(y)), y)])
+    centres = np.column_stack([cols + c0 + 0.5, rows + r0 + 0.5])
+    distance, _ = cKDTree(line + (dx, dy)).query(centres)
+    return (distance * weight).sum() / weight.sum(), distance.max()
+
+
+def test_every_inked_pixel_lies_on_the_mapped_curve_to_a_fraction_of_a_pixel():
+    """One plain series (no grid, ticks outside, no legend): every inked pixel inside the plot is
+    within half the line width plus antialiasing of the polyline the sidecar maps the CSV to, and
+    the mapping fits the ink better than the same one shifted half a pixel either way."""
+    cfg = charts(
+        families={"plain": ["default", "seaborn-v0_8-white"], "ticks": ["seaborn-v0_8-ticks"]},
+        held_out=[],
+        series=(1, 1),
+        grid_toggle_prob=0.0,
+        tick_prob=0.0,
+        marker_prob=0.0,
+        dash_prob=0.0,
+        annotate_prob=0.0,
+        line_width_pt=(0.8, 0.8),
+        points=256,
     )
-    generate(cfg, tmp_path)
-    image = np.asarray(Image.open(tmp_path / f"chart_{index:05d}.png")).astype(int)
-    x, y = np.loadtxt(tmp_path / f"chart_{index:05d}.csv", delimiter=",", skiprows=1).T
-    white = (image == 255).all(axis=2)
-    # A 1.2 pt line at 100 dpi is ~1.7 px plus anti-aliasing, and peaks go up and down the
-    # whole 64 px height, so a tiny chart is inked well beyond 5%; nearly all of it is still white.
-    assert white.mean() > 0.75
-    assert (image[~white] == image[~white][:, :1]).all()  # grey only: black ink, no colour
-    assert image.min() == 0  # the line core is solid black
-
-    # Every inked pixel lies on the curve: within half the line width plus anti-aliasing of it,
-    # with the curve mapped to the whole image after the 2% margins.
-    def to_pixels(values, size):
-        pad = 0.02 * np.ptp(values)
-        return (values - values.min() + pad) / (np.ptp(values) + 2 * pad) * size
-
-    t = np.linspace(0, len(x) - 1, 20 * len(x))
-    dense_x = to_pixels(np.interp(t, np.arange(len(x)), x), cfg.width)
-    dense_y = cfg.height - to_pixels(np.interp(t, np.arange(len(y)), y), cfg.height)
-    rows, cols = np.nonzero(~white)
-    distance, _ = cKDTree(np.column_stack([dense_x, dense_y])).query(
-        np.column_stack([cols + 0.5, rows + 0.5])
-    )
-    assert distance.max() < 2.5
-
-    # The darkest pixel of each column follows the curve (y grows downward, hence the minus).
-    # Columns inside the 2% side margins hold no curve, so only inked columns count.
-    columns = np.interp(np.arange(cfg.width) + 0.5, to_pixels(x, cfg.width), x)
-    darkest = image.sum(axis=2).argmin(axis=0)
-    inked = (~white).any(axis=0)
-    assert inked.mean() > 0.9
-    assert np.corrcoef(darkest[inked], -np.interp(columns, x, y)[inked])[0, 1] > 0.9
+    for index in range(4):
+        image, table, sidecar = draw_chart(cfg, index)
+        mean, furthest = _ink_distance(image, table, sidecar)
+        assert furthest < sidecar["series"][0]["linewidth_px"] / 2 + 1.2, (index, furthest)
+        for shift in ((0.5, 0), (-0.5, 0), (0, 0.5), (0, -0.5)):
+            assert mean < _ink_distance(image, table, sidecar, *shift)[0], (index, shift)
 
 
-def test_styles_vary_and_paper_is_off_white():
-    plain = small(axes_prob=0.0, grid_prob=0.0, labels_prob=0.0, paper_prob=0.0)
-    paper = small(axes_prob=0.0, grid_prob=0.0, labels_prob=0.0, paper_prob=1.0)
-    framed = small(axes_prob=1.0, grid_prob=1.0, labels_prob=1.0, paper_prob=0.0)
-    images = {}
-    for name, cfg in (("plain", plain), ("paper", paper), ("framed", framed)):
-        rng = chart_rng(cfg, 0)
-        images[name] = render_chart(make_spectrum(rng, cfg), rng, cfg)
-    assert (np.median(images["plain"].reshape(-1, 3), axis=0) == 255).all()
-    background = np.median(images["paper"].reshape(-1, 3), axis=0)
-    assert (background < 255).all() and (background > 200).all()
-    assert images["paper"][..., 0].mean() >= images["paper"][..., 2].mean()  # warm, not blue
-    # Axes shrink the plot area, so the framed curve sits elsewhere than the plain one.
-    assert not np.array_equal(images["plain"], images["framed"])
-    assert (images["framed"] < 255).any(axis=2).mean() > (images["plain"] < 255).any(axis=2).mean()
+def test_plot_box_is_the_drawn_axes():
+    """Paint the axes pure green without spines: the green area is the sidecar's plot box."""
+    cfg = charts(grid_toggle_prob=0.0, tint_prob=0.0)
+    for index in (0, 5):
+        plan = plan_chart(cfg, index)
+        plan = dataclasses.replace(
+            plan,
+            axes_color=(0.0, 1.0, 0.0),
+            grid_flip=False,
+            ticks=("out", 0.0),  # nothing drawn inside the box but the (green) lines
+            legend=None,
+            annotate=False,
+            extra={"axes.linewidth": 0.0, "axes.grid": False},
+            series=tuple(dataclasses.replace(s, color=(0.0, 1.0, 0.0)) for s in plan.series),
+        )
+        image, sidecar = render_plan(plan)
+        green = (image == (0, 255, 0)).all(axis=2)
+        rows, cols = np.nonzero(green)
+        left, top, right, bottom = sidecar["plot_box"]
+        assert abs(cols.min() - left) <= 1 and abs(cols.max() + 1 - right) <= 1, sidecar
+        assert abs(rows.min() - top) <= 1 and abs(rows.max() + 1 - bottom) <= 1, sidecar
+        # and it is the figure's only green: nothing else was painted with it
+        assert green[int(np.ceil(top)) : int(bottom), int(np.ceil(left)) : int(right)].all()
+
+
+def test_styles_vary():
+    cfg = charts()
+    plans = [plan_chart(cfg, index) for index in range(40)]
+    assert len({p.family for p in plans}) >= 3 and len({p.style for p in plans}) >= 6
+    assert {len(p.series) for p in plans} == {1, 2, 3}
+    assert any(s.marker for p in plans for s in p.series)
+    assert any(s.linestyle != "-" for p in plans for s in p.series)
+    assert len({p.font for p in plans}) == len(cfg.fonts)
+    assert len({(p.width, p.height) for p in plans}) > 30
+    assert all(180 <= p.width <= 360 and 136 <= p.height <= 270 for p in plans)
+    for flag in ("grid_flip", "minor_ticks", "despine", "title", "legend", "annotate", "ticks"):
+        assert len({bool(getattr(p, flag)) for p in plans}) == 2, flag
+    # the held-out family looks different: a tinted figure, where the others paint white
+    faces = {}
+    for p in plans:
+        if p.family not in faces:
+            image, _ = render_plan(p)
+            faces[p.family] = tuple(image[0, 0])
+    assert faces["magazine"] != (255, 255, 255)
+    assert faces["plain"] == (255, 255, 255)
+
+
+def test_fonts_are_matplotlibs_own_copies():
+    import matplotlib
+
+    data = Path(matplotlib.get_data_path()).resolve()
+    for font in charts().fonts:
+        assert data in Path(_bundled_file(font)).resolve().parents
+
+
+def test_held_out_families_get_their_fraction():
+    cfg = charts(held_out=["magazine"], held_out_fraction=0.2)
+    weights = family_weights(cfg)
+    assert weights["magazine"] == pytest.approx(0.2)
+    assert [weights[f] for f in ("plain", "classic", "gridded")] == pytest.approx([0.8 / 3] * 3)
+    drawn = Counter(choose_style(chart_rng(cfg, index), cfg)[0] for index in range(400))
+    assert abs(drawn["magazine"] / 400 - 0.2) < 0.05
+    for family in ("plain", "classic", "gridded"):
+        assert abs(drawn[family] / 400 - 0.8 / 3) < 0.07
+    # no family held out: every family alike
+    even = family_weights(charts(held_out=[]))
+    assert list(even.values()) == pytest.approx([0.25] * 4)
+
+
+def test_size_px_draws_the_same_chart_at_another_size():
+    cfg = charts()
+    image, table, sidecar = draw_chart(cfg, 3, size_px=(192, 144))
+    assert image.shape == (144, 192, 3) and (sidecar["width"], sidecar["height"]) == (192, 144)
+    assert np.array_equal(table, draw_chart(cfg, 3)[1])
+
+
+def _error(mutate) -> str:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    mutate(raw["data"]["charts"])
+    with pytest.raises(ParamsError) as error:
+        parse_params(raw)
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "start", "says"),
+    [
+        (
+            lambda c: c["families"]["plain"].append("no-such-style"),
+            "params.yaml: data.charts.families: family 'plain': unknown style sheet "
+            "'no-such-style'; accepts default, ",
+            "ggplot",
+        ),
+        (
+            lambda c: c["families"]["classic"].append("ggplot"),
+            "params.yaml: data.charts.families: style sheet 'ggplot' is in families",
+            "one family",
+        ),
+        (
+            lambda c: c.update(held_out=["nope"]),
+            "params.yaml: data.charts.held_out: 'nope' is not a family in data.charts.families",
+            "plain, classic, gridded, magazine",
+        ),
+        (
+            lambda c: c.update(held_out=["plain", "classic", "gridded", "magazine"]),
+            "params.yaml: data.charts.held_out: holds out every family",
+            "at least one",
+        ),
+        (
+            lambda c: c.update(fonts=["Arial"]),
+            "params.yaml: data.charts.fonts: 'Arial' is not a font shipped with matplotlib",
+            "DejaVu Sans",
+        ),
+        (
+            lambda c: c.update(dpi=[100, 72]),
+            "params.yaml: data.charts.dpi: range [100, 72] is empty",
+            "low <= high",
+        ),
+    ],
+)
+def test_bad_chart_params_name_their_key(mutate, start, says):
+    message = _error(mutate)
+    assert message.startswith(start) and says in message and "\n" not in message
+
+
+def test_crop_is_checked_against_the_smallest_chart():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    smallest = round(raw["data"]["charts"]["height_in"][0] * raw["data"]["charts"]["dpi"][0])
+    raw["shards"]["crop"] = smallest
+    parse_params(raw)
+    raw["shards"]["crop"] = smallest + 1
+    with pytest.raises(ParamsError, match=f"shards.crop: .* accepts at most {smallest}$"):
+        parse_params(raw)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from linefuse.data.charts import chart_rng, make_spectrum, render_chart
+from linefuse.data.charts import draw_chart
 from linefuse.evaluate.metrics import psnr
 from linefuse.params import load_params
 from linefuse.serve.restorer import Restorer
@@ -50,9 +50,7 @@ def test_an_identity_restorer_gives_the_input_back_exactly():
 
 
 def _chart(seed: int, params) -> np.ndarray:
-    charts = params.data.charts.model_copy(update={"width": 192, "height": 144})
-    rng = chart_rng(charts, seed)
-    return render_chart(make_spectrum(rng, charts), rng, charts)
+    return draw_chart(params.data.charts, seed, size_px=(192, 144))[0]
 
 
 def _seams(length: int, tile: int, overlap: int) -> np.ndarray:

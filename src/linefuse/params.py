@@ -72,23 +72,129 @@ def _range(kind: type, low: float | None = None, high: float | None = None):
 # --- data -------------------------------------------------------------------------------------
 
 
+def chart_pixels(inches: float, dpi: float) -> int:
+    """A generated chart's side in pixels: the renderer and the crop check both round this way."""
+    return max(1, round(inches * dpi))
+
+
+def _bundled_fonts() -> list[str]:
+    """Font families shipped inside matplotlib: the same glyphs on every machine."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    data = Path(matplotlib.get_data_path()).resolve()
+    fonts = font_manager.fontManager.ttflist
+    return sorted({f.name for f in fonts if data in Path(f.fname).resolve().parents})
+
+
 class ChartParams(Strict):
-    """The embedded default data set: synthetic spectra rendered as line charts."""
+    """The embedded default data set: synthetic spectra drawn as line charts by matplotlib.
+
+    Ranges are drawn per chart; `*_prob` is the chance a chart has that feature."""
 
     count: Annotated[int, Field(ge=0)]
-    width: Annotated[int, Field(ge=32, le=4096)]
-    height: Annotated[int, Field(ge=32, le=4096)]
     seed: int
     points: Annotated[int, Field(ge=16)]
     peaks: _range(int, 1, 50)
     noise: Annotated[float, Field(ge=0.0, le=0.2)]
-    line_width_pt: Annotated[float, Field(gt=0.0, le=10.0)]
-    dpi: Annotated[int, Field(ge=36, le=600)]
-    pure_line: bool
-    axes_prob: Probability
-    grid_prob: Probability
+    families: dict[str, list[str]]  # family name: matplotlib style sheets
+    held_out: list[str]  # families never trained on (the index routes them to held_out)
+    held_out_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]
+    fonts: list[str]
+    width_in: _range(float, 0.5, 40.0)
+    height_in: _range(float, 0.5, 40.0)
+    dpi: _range(int, 36, 600)
+    font_pt: _range(float, 3.0, 30.0)
+    line_width_pt: _range(float, 0.1, 10.0)
+    series: _range(int, 1, 4)
+    marker_prob: Probability
+    dash_prob: Probability
+    black_prob: Probability
+    colormap_prob: Probability
+    stack_prob: Probability
+    grid_toggle_prob: Probability
+    tick_prob: Probability
+    minor_ticks_prob: Probability
+    despine_prob: Probability
     labels_prob: Probability
-    paper_prob: Probability
+    title_prob: Probability
+    legend_prob: Probability
+    annotate_prob: Probability
+    tint_prob: Probability
+
+    @field_validator("families")
+    @classmethod
+    def _known_styles(cls, families: dict[str, list[str]]) -> dict[str, list[str]]:
+        import matplotlib.style
+
+        if not families:
+            raise ValueError("needs at least one family, e.g. {plain: [default, classic]}")
+        accepted = ["default", *sorted(matplotlib.style.available)]
+        seen: dict[str, str] = {}
+        for name, styles in families.items():
+            if not name.isidentifier():
+                raise ValueError(f"family {name!r} must be a plain name (letters, digits, _)")
+            if not styles:
+                raise ValueError(f"family {name!r} lists no style sheet")
+            for style in styles:
+                if style not in accepted:
+                    raise ValueError(
+                        f"family {name!r}: unknown style sheet {style!r}; accepts "
+                        f"{', '.join(accepted)}"
+                    )
+                if style in seen:
+                    raise ValueError(
+                        f"style sheet {style!r} is in families {seen[style]!r} and {name!r}; "
+                        f"each style belongs to one family"
+                    )
+                seen[style] = name
+        return families
+
+    @field_validator("fonts")
+    @classmethod
+    def _bundled(cls, fonts: list[str]) -> list[str]:
+        bundled = _bundled_fonts()
+        if not fonts:
+            raise ValueError(f"needs at least one font; accepts {', '.join(bundled)}")
+        for font in fonts:
+            if font not in bundled:
+                raise ValueError(
+                    f"{font!r} is not a font shipped with matplotlib (other fonts differ between "
+                    f"machines, and so would the PNGs); accepts {', '.join(bundled)}"
+                )
+        return fonts
+
+    @model_validator(mode="after")
+    def _held_out_families(self) -> ChartParams:
+        for name in self.held_out:
+            if name not in self.families:
+                raise _KeyedError(
+                    "data.charts.held_out",
+                    f"{name!r} is not a family in data.charts.families; accepts "
+                    f"{', '.join(self.families)}",
+                )
+        if len(set(self.held_out)) != len(self.held_out):
+            raise _KeyedError("data.charts.held_out", "lists a family twice")
+        if not set(self.families) - set(self.held_out):
+            raise _KeyedError(
+                "data.charts.held_out",
+                "holds out every family; leave at least one of "
+                f"{', '.join(self.families)} to train on",
+            )
+        if self.black_prob + self.colormap_prob > 1.0:
+            raise _KeyedError(
+                "data.charts.black_prob",
+                f"black_prob + colormap_prob is {self.black_prob + self.colormap_prob:g}; "
+                f"they are exclusive, so their sum must be at most 1",
+            )
+        return self
+
+    def smallest_chart(self) -> tuple[int, int]:
+        """(width, height) px of the smallest chart the ranges can give."""
+        return (
+            chart_pixels(self.width_in[0], self.dpi[0]),
+            chart_pixels(self.height_in[0], self.dpi[0]),
+        )
 
 
 class SplitRatios(Strict):
@@ -618,13 +724,14 @@ class Params(Strict):
     def _crop_fits_generated_charts(self) -> Params:
         charts = self.data.charts
         if Path(self.data.source_dir) == GENERATED_DIR:
-            smallest = min(charts.width, charts.height)
+            width, height = charts.smallest_chart()
+            smallest = min(width, height)
             if self.shards.crop > smallest:
                 raise _KeyedError(
                     "shards.crop",
-                    f"{self.shards.crop} px is larger than the "
-                    f"generated charts ({charts.width}x{charts.height}); "
-                    f"accepts at most {smallest}",
+                    f"{self.shards.crop} px is larger than the smallest "
+                    f"generated chart ({width}x{height}: data.charts.width_in, height_in and dpi "
+                    f"at their lows); accepts at most {smallest}",
                 )
         return self
 

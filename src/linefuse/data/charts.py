@@ -1,31 +1,66 @@
-"""The embedded default data set: synthetic spectra drawn as clean line charts.
+"""The embedded default data set: synthetic spectra drawn as line charts by matplotlib.
 
-Each chart is a spectrum (CSV, the ground truth curve) and its rendering (PNG, the sharp target
-that later stages degrade). Everything comes from one generator per chart index, so the data set
-is byte-identical for a given `data.charts` block whatever the worker count or chart count.
+Each chart is a table (CSV: the wavelength grid and every plotted series, the ground truth), its
+rendering (PNG, the sharp target that later stages degrade) and a sidecar (JSON: the style family
+and style sheet, the pixel size, and the plot box and axis limits that map any pixel to data).
+
+Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
+for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
+the figure is drawn with the object-oriented API on an Agg canvas (no pyplot state), the rcParams
+start from matplotlib's defaults before the style sheet (a user's matplotlibrc changes nothing),
+text uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries no metadata.
 """
 
 from __future__ import annotations
 
-import math
-from functools import partial
+import json
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
-from linefuse.params import ChartParams
+from linefuse.params import ChartParams, chart_pixels
 from linefuse.stage import ordered_map
 
-SUPERSAMPLE = 4  # draw at 4x and box-filter down: anti-aliasing without a plotting library
-MARGIN = 0.02  # data range padding on every side, as a fraction of the range
-INKS = ((0, 0, 0), (25, 25, 25), (10, 20, 90), (0, 40, 120), (100, 10, 10), (0, 70, 30))
+# What varies between real spectrum figures beyond the style sheet: content, not knobs.
+X_LABELS = ("Wavelength (nm)", "Wavelength [nm]", "wavelength / nm", "λ (nm)")
+Y_LABELS = (
+    "Intensity (a.u.)",
+    "Intensity",
+    "Counts",
+    "Absorbance",
+    "Normalized intensity",
+    "Signal (arb. units)",
+)
+TITLES = ("Spectrum", "Emission spectrum", "Absorption spectrum", "Sample A", "Raw data")
+SERIES_NAMES = (
+    ("Sample A", "Sample B", "Sample C", "Sample D"),
+    ("measured", "reference", "fit", "background"),
+    ("25 °C", "50 °C", "75 °C", "100 °C"),
+    ("t = 0 s", "t = 10 s", "t = 20 s", "t = 30 s"),
+)
+Y_SCALES = (1.0, 1.0, 100.0, 1000.0, 20000.0)  # a.u., percent, counts
+MARKERS = ("o", "s", "^", "v", "D", "x", "+", "*")
+DASHES = ("--", ":", "-.")
+COLORMAPS = ("viridis", "plasma", "cividis", "tab10", "Dark2", "Set1")
+LEGEND_PLACES = ("best", "upper right", "upper left")
+TICK_DIRECTIONS = ("in", "out", "inout")
+MATHTEXT = {"DejaVu Sans": "dejavusans", "DejaVu Serif": "dejavuserif", "STIXGeneral": "stix"}
+DECIMALS = 6  # CSV values; the figure plots the rounded values, so the CSV is what was drawn
 
 
-def make_spectrum(rng: np.random.Generator, cfg: ChartParams) -> np.ndarray:
-    """(cfg.points, 2) wavelength/intensity: Gaussian and Lorentzian peaks on a sloping baseline."""
-    start, span = rng.uniform(380.0, 450.0), rng.uniform(300.0, 400.0)
-    x = np.linspace(start, start + span, cfg.points)
+def make_spectrum(
+    rng: np.random.Generator, cfg: ChartParams, x: np.ndarray | None = None
+) -> np.ndarray:
+    """(cfg.points, 2) wavelength/intensity: Gaussian and Lorentzian peaks on a sloping baseline;
+    on the given wavelength grid `x` (a further series of the same chart) or a new one."""
+    if x is None:
+        start, span = rng.uniform(380.0, 450.0), rng.uniform(300.0, 400.0)
+        x = np.linspace(start, start + span, cfg.points)
+    start, span = x[0], x[-1] - x[0]
     n = int(rng.integers(cfg.peaks[0], cfg.peaks[1] + 1))
     centres = rng.uniform(start + 0.05 * span, start + 0.95 * span, n)
     widths = span * rng.uniform(0.005, 0.04, n)
@@ -38,138 +73,361 @@ def make_spectrum(rng: np.random.Generator, cfg: ChartParams) -> np.ndarray:
     return np.column_stack([x, profiles @ heights + baseline + noise])
 
 
-def _ticks(lo: float, hi: float, target: int) -> np.ndarray:
-    """'Nice' tick values (1, 2, 2.5, 5 x 10^k steps) inside [lo, hi], like a plotting library."""
-    raw = (hi - lo) / target
-    mag = 10.0 ** math.floor(math.log10(raw))
-    step = mag * next(m for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * mag >= raw)
-    return np.arange(math.ceil(lo / step), math.floor(hi / step) + 1) * step
-
-
-def _label(value: float) -> str:
-    return f"{round(value, 6) + 0.0:g}"  # + 0.0 turns -0 into 0
-
-
-def _paper(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
-    """(H, W, 3) multiplier in (0, 1]: off-white, slightly warm tint with a faint smooth mottle."""
-    level, warmth = rng.uniform(0.93, 0.985), rng.uniform(0.0, 0.04)
-    tint = level * np.array([1.0, 1.0 - warmth / 2, 1.0 - warmth])
-    coarse = rng.normal(size=(height // 16 + 2, width // 16 + 2)).astype(np.float32)
-    mottle = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BICUBIC))
-    return np.clip(tint * (1.0 + 0.008 * mottle[..., None]), 0.0, 1.0)
-
-
-def render_chart(spectrum: np.ndarray, rng: np.random.Generator, cfg: ChartParams) -> np.ndarray:
-    """(cfg.height, cfg.width, 3) uint8 RGB chart; pure_line gives the bare black curve on white."""
-    s, W, H = SUPERSAMPLE, cfg.width * SUPERSAMPLE, cfg.height * SUPERSAMPLE
-    px = cfg.dpi / 72.0 * s  # supersampled pixels per point
-    # Sample every style choice, used or not, so one probability never shifts the others' draws.
-    axes, grid, labels, paper = rng.random(4) < (
-        cfg.axes_prob,
-        cfg.grid_prob,
-        cfg.labels_prob,
-        cfg.paper_prob,
-    )
-    ink = INKS[int(rng.integers(len(INKS)))]
-    if cfg.pure_line:
-        axes = grid = labels = paper = False
-        ink = (0, 0, 0)
-    labels = labels and axes  # tick labels sit at ticks, so they need axes
-
-    x, y = spectrum[:, 0], spectrum[:, 1]
-    xlo, xhi, ylo, yhi = x.min(), x.max(), y.min(), y.max()
-    xpad, ypad = MARGIN * ((xhi - xlo) or 1.0), MARGIN * ((yhi - ylo) or 1.0)
-    xlo, xhi, ylo, yhi = xlo - xpad, xhi + xpad, ylo - ypad, yhi + ypad
-    # About one tick per 50 px, as a plotting library would choose, so labels never collide.
-    xticks = _ticks(xlo, xhi, max(2, min(6, cfg.width // 50)))
-    yticks = _ticks(ylo, yhi, max(2, min(6, cfg.height // 40)))
-
-    canvas = Image.new("RGB", (W, H), (255, 255, 255))
-    draw = ImageDraw.Draw(canvas)
-    tick = round(min(3.5 * px, 0.03 * min(W, H)))  # 3.5 pt, shortened on small charts
-    # Pillow's bundled font (no download): 8 pt at the chart's dpi, shrunk on small charts.
-    font_px = max(4.0, min(8 * cfg.dpi / 72, min(cfg.width, cfg.height) / 14))
-    font = ImageFont.load_default(size=font_px * s)
-    xnames, ynames = [_label(v) for v in xticks], [_label(v) for v in yticks]
-    text_h = draw.textbbox((0, 0), "0123456789", font=font)[3] if labels else 0
-    left = bottom = top = right = 0
-    if axes:
-        top, right = round(0.04 * H), round(0.04 * W)
-        left, bottom = tick + round(0.03 * W), tick + round(0.03 * H)
-        if labels:
-            widest = max(draw.textlength(name, font=font) for name in ynames)
-            left += round(widest + 2.4 * text_h)  # tick labels, then the rotated axis title
-            bottom += round(2.6 * text_h)
-    x0, x1, y0, y1 = left, W - right, top, H - bottom  # plot area, supersampled pixels
-
-    def to_x(v):
-        return x0 + (v - xlo) / (xhi - xlo) * (x1 - x0)
-
-    def to_y(v):
-        return y1 - (v - ylo) / (yhi - ylo) * (y1 - y0)
-
-    if grid:
-        for v in xticks:
-            draw.line([(to_x(v), y0), (to_x(v), y1)], fill=(215, 215, 215), width=round(0.5 * px))
-        for v in yticks:
-            draw.line([(x0, to_y(v)), (x1, to_y(v))], fill=(215, 215, 215), width=round(0.5 * px))
-    if axes:
-        dark = (30, 30, 30)
-        write = partial(draw.text, fill=dark, font=font)
-        draw.rectangle([x0, y0, x1, y1], outline=dark, width=round(0.8 * px))
-        for v, name in zip(xticks, xnames, strict=True):
-            draw.line([(to_x(v), y1), (to_x(v), y1 + tick)], fill=dark, width=round(0.8 * px))
-            if labels:
-                write((to_x(v), y1 + tick + 0.3 * text_h), name, anchor="mt")
-        for v, name in zip(yticks, ynames, strict=True):
-            draw.line([(x0 - tick, to_y(v)), (x0, to_y(v))], fill=dark, width=round(0.8 * px))
-            if labels:
-                write((x0 - tick - 0.3 * text_h, to_y(v)), name, anchor="rm")
-        if labels:
-            write(((x0 + x1) / 2, H - 0.2 * text_h), "Wavelength (nm)", anchor="md")
-            title = Image.new("L", (H, W))  # drawn sideways, then turned to read upwards
-            ImageDraw.Draw(title).text(
-                (H - (y0 + y1) / 2, 0.2 * text_h),
-                "Intensity (a.u.)",
-                fill=255,
-                font=font,
-                anchor="mt",
-            )
-            canvas.paste(dark, (0, 0), title.rotate(90, expand=True))
-    line = [(to_x(a), to_y(b)) for a, b in zip(x, y, strict=True)]
-    draw.line(line, fill=ink, width=max(1, round(cfg.line_width_pt * px)), joint="curve")
-
-    image = np.asarray(canvas.resize((cfg.width, cfg.height), Image.BOX))
-    if paper:  # ink on paper: multiply, so white becomes the paper and dark ink stays dark
-        image = np.rint(image * _paper(rng, cfg.height, cfg.width)).astype(np.uint8)
-    return image
-
-
 def chart_rng(cfg: ChartParams, index: int) -> np.random.Generator:
     """Chart `index`'s own generator, independent of how many charts or workers there are."""
     return np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index]))
 
 
-def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
+def family_weights(cfg: ChartParams) -> dict[str, float]:
+    """{family: probability}: the held-out families share `held_out_fraction` evenly, the trained
+    ones the rest (all families alike when none is held out)."""
+    held = [name for name in cfg.families if name in cfg.held_out]
+    trained = [name for name in cfg.families if name not in cfg.held_out]
+    if not held:
+        return {name: 1.0 / len(trained) for name in cfg.families}
+    return {
+        name: cfg.held_out_fraction / len(held)
+        if name in held
+        else (1.0 - cfg.held_out_fraction) / len(trained)
+        for name in cfg.families
+    }
+
+
+def choose_style(rng: np.random.Generator, cfg: ChartParams) -> tuple[str, str]:
+    """(family, style sheet): the family by `family_weights`, then a style of it evenly."""
+    names = list(cfg.families)
+    cumulative = np.cumsum([family_weights(cfg)[name] for name in names])
+    family = names[
+        min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(names) - 1)
+    ]
+    styles = cfg.families[family]
+    return family, styles[int(rng.integers(len(styles)))]
+
+
+@dataclass(frozen=True)
+class SeriesPlan:
+    column: str
+    label: str
+    color: tuple[float, float, float] | None  # None: the style sheet's colour cycle
+    linestyle: str
+    marker: str | None
+    markevery: int
+    markersize: float
+    hollow: bool
+
+
+@dataclass(frozen=True)
+class ChartPlan:
+    """Every random choice of one chart, drawn before any drawing (cheap to make in bulk)."""
+
+    family: str
+    style: str
+    font: str
+    width: int  # px
+    height: int  # px
+    dpi: float
+    table: np.ndarray  # (points, 1 + series): wavelength, then each series as plotted
+    series: tuple[SeriesPlan, ...]
+    line_width_pt: float
+    font_pt: float
+    grid_flip: bool  # the style sheet's grid switched (on <-> off)
+    ticks: tuple[str, float] | None  # (direction, length pt); None: the style sheet's own
+    minor_ticks: bool
+    despine: bool
+    x_label: str | None
+    y_label: str | None
+    title: str | None
+    legend: tuple[str, bool] | None  # (place, frame)
+    annotate: bool
+    axes_color: tuple[float, float, float] | None  # None: the style sheet's
+    pad: float
+    extra: dict = field(default_factory=dict)  # rcParams a test may add
+
+
+def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = None) -> ChartPlan:
+    """Chart `index`'s choices. `size_px` = (width, height) overrides the drawn pixel size (the dpi
+    scales so the figure keeps its drawn width in inches: a larger chart is a sharper export)."""
     rng = chart_rng(cfg, index)
-    spectrum = make_spectrum(rng, cfg)
-    image = render_chart(spectrum, rng, cfg)
+    family, style = choose_style(rng, cfg)
+    font = cfg.fonts[int(rng.integers(len(cfg.fonts)))]
+    width_in = rng.uniform(*cfg.width_in)
+    height_in = rng.uniform(*cfg.height_in)
+    dpi = float(rng.integers(cfg.dpi[0], cfg.dpi[1] + 1))
+    width, height = chart_pixels(width_in, dpi), chart_pixels(height_in, dpi)
+    if size_px is not None:
+        width, height = (int(v) for v in size_px)
+        dpi = width / width_in
+
+    count = int(rng.integers(cfg.series[0], cfg.series[1] + 1))
+    first = make_spectrum(rng, cfg)
+    x, curves = first[:, 0], [first[:, 1]]
+    curves += [make_spectrum(rng, cfg, x)[:, 1] for _ in range(count - 1)]
+    scale = Y_SCALES[int(rng.integers(len(Y_SCALES)))]
+    step = rng.uniform(0.3, 0.8) if rng.random() < cfg.stack_prob else 0.0
+    curves = [(curve + k * step) * scale for k, curve in enumerate(curves)]
+    table = np.round(np.column_stack([x, *curves]), DECIMALS)
+
+    colour_draw = rng.random()
+    cmap = COLORMAPS[int(rng.integers(len(COLORMAPS)))]
+    names = SERIES_NAMES[int(rng.integers(len(SERIES_NAMES)))]
+    colours: list = [None] * count
+    if colour_draw < cfg.colormap_prob:
+        from matplotlib import colormaps
+
+        stops = np.linspace(0.0, 0.85, count) if count > 1 else [0.0]
+        colours = [tuple(float(c) for c in colormaps[cmap](s)[:3]) for s in stops]
+    elif colour_draw < cfg.colormap_prob + cfg.black_prob:
+        colours[0] = (0.0, 0.0, 0.0)
+    series = []
+    for k in range(count):
+        dashed, marked = rng.random(2) < (cfg.dash_prob, cfg.marker_prob)
+        dash, marker = (
+            DASHES[int(rng.integers(len(DASHES)))],
+            MARKERS[int(rng.integers(len(MARKERS)))],
+        )
+        markers_shown = int(rng.integers(8, 21))
+        series.append(
+            SeriesPlan(
+                column="intensity" if count == 1 else f"intensity_{k}",
+                label=names[k],
+                color=colours[k],
+                linestyle=dash if dashed else "-",
+                marker=marker if marked else None,
+                markevery=max(1, cfg.points // markers_shown),
+                markersize=float(rng.uniform(2.5, 4.5)),
+                hollow=bool(rng.random() < 0.3),
+            )
+        )
+
+    line_width_pt = float(rng.uniform(*cfg.line_width_pt))
+    font_pt = float(rng.uniform(*cfg.font_pt))
+    grid_flip, tick_set, minor, despine, labels, title, legend, annotate, tint = rng.random(9) < (
+        cfg.grid_toggle_prob,
+        cfg.tick_prob,
+        cfg.minor_ticks_prob,
+        cfg.despine_prob,
+        cfg.labels_prob,
+        cfg.title_prob,
+        cfg.legend_prob,
+        cfg.annotate_prob,
+        cfg.tint_prob,
+    )
+    direction = TICK_DIRECTIONS[int(rng.integers(len(TICK_DIRECTIONS)))]
+    tick_length = float(rng.uniform(2.0, 5.0))
+    x_label = X_LABELS[int(rng.integers(len(X_LABELS)))]
+    y_label = Y_LABELS[int(rng.integers(len(Y_LABELS)))]
+    title_text = TITLES[int(rng.integers(len(TITLES)))]
+    place, frame = LEGEND_PLACES[int(rng.integers(len(LEGEND_PLACES)))], bool(rng.random() < 0.7)
+    hue, strength = rng.random(3), rng.uniform(0.04, 0.12)
+    pad = float(rng.uniform(0.2, 0.6))
+    return ChartPlan(
+        family=family,
+        style=style,
+        font=font,
+        width=width,
+        height=height,
+        dpi=dpi,
+        table=table,
+        series=tuple(series),
+        line_width_pt=line_width_pt,
+        font_pt=font_pt,
+        grid_flip=bool(grid_flip),
+        ticks=(direction, tick_length) if tick_set else None,
+        minor_ticks=bool(minor),
+        despine=bool(despine),
+        x_label=x_label if labels else None,
+        y_label=y_label if labels else None,
+        title=title_text if title else None,
+        legend=(place, frame) if legend and count > 1 else None,
+        annotate=bool(annotate),
+        axes_color=tuple(float(1.0 - strength * (1.0 - h)) for h in hue) if tint else None,
+        pad=pad,
+    )
+
+
+@lru_cache
+def _bundled_file(font: str) -> str:
+    """The file matplotlib draws `font` from, which must be its own copy: a same-named system
+    font would make the PNGs differ between machines."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    path = font_manager.findfont(
+        font_manager.FontProperties(family=[font]), fallback_to_default=False
+    )
+    if Path(matplotlib.get_data_path()).resolve() not in Path(path).resolve().parents:
+        raise RuntimeError(f"font {font!r} resolves to {path}, not to the copy inside matplotlib")
+    return path
+
+
+def _rgb255(color) -> list[int]:
+    from matplotlib.colors import to_rgb
+
+    return [round(255 * c) for c in to_rgb(color)]
+
+
+def _style_rc(plan: ChartPlan) -> dict:
+    """rcParams on top of the style sheet: the chart's font (bundled), sizes and line width."""
+    return {
+        "font.family": [plan.font],
+        "mathtext.fontset": MATHTEXT.get(plan.font, "dejavusans"),
+        "font.size": plan.font_pt,
+        "axes.labelsize": plan.font_pt + 1.0,
+        "axes.titlesize": plan.font_pt + 1.5,
+        "xtick.labelsize": plan.font_pt,
+        "ytick.labelsize": plan.font_pt,
+        "legend.fontsize": plan.font_pt - 0.5,
+        "lines.linewidth": plan.line_width_pt,
+        **plan.extra,
+    }
+
+
+def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
+    """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart."""
+    import matplotlib
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    _bundled_file(plan.font)
+    with matplotlib.rc_context():
+        matplotlib.style.use(["default", plan.style])
+        matplotlib.rcParams.update(_style_rc(plan))
+        rc = matplotlib.rcParams
+        # what savefig would paint: classic-era styles draw a grey figure but save it on white
+        face = rc["savefig.facecolor"]
+        figure = Figure(
+            # the canvas is int(inches * dpi) px, rounded up within 1e-8 px: exactly width x height
+            figsize=(plan.width / plan.dpi, plan.height / plan.dpi),
+            dpi=plan.dpi,
+            facecolor=rc["figure.facecolor"] if face == "auto" else face,
+        )
+        canvas = FigureCanvasAgg(figure)
+        ax = figure.add_subplot()
+        if plan.axes_color is not None:
+            ax.set_facecolor(plan.axes_color)
+        x = plan.table[:, 0]
+        lines = []
+        for k, s in enumerate(plan.series):
+            style = {"color": s.color} if s.color is not None else {}
+            if s.marker is not None:
+                style |= {
+                    "marker": s.marker,
+                    "markevery": (k * s.markevery // max(len(plan.series), 1), s.markevery),
+                    "markersize": s.markersize,
+                }
+                if s.hollow:
+                    style["markerfacecolor"] = "none"
+            (line,) = ax.plot(
+                x, plan.table[:, k + 1], linestyle=s.linestyle, label=s.label, **style
+            )
+            lines.append(line)
+        if plan.grid_flip:
+            ax.grid(not rc["axes.grid"])
+        if plan.ticks is not None:
+            direction, length = plan.ticks
+            ax.tick_params(which="major", direction=direction, length=length)
+            ax.tick_params(which="minor", direction=direction, length=length * 0.6)
+        if plan.minor_ticks:
+            ax.minorticks_on()
+        if plan.despine:
+            ax.spines[["top", "right"]].set_visible(False)
+        if plan.x_label:
+            ax.set_xlabel(plan.x_label)
+            ax.set_ylabel(plan.y_label)
+        if plan.title:
+            ax.set_title(plan.title)
+        if plan.legend is not None:
+            place, frame = plan.legend
+            ax.legend(loc=place, frameon=frame)
+        if plan.annotate:
+            main = plan.table[:, 1]
+            peak = int(np.argmax(main))
+            right_half = x[peak] > (x[0] + x[-1]) / 2
+            ax.annotate(
+                f"{x[peak]:.0f} nm",
+                xy=(x[peak], main[peak]),
+                xytext=(-30 if right_half else 12, -12),
+                textcoords="offset points",
+                ha="right" if right_half else "left",
+                fontsize=plan.font_pt,
+                arrowprops={"arrowstyle": "->", "lw": 0.8, "color": rc["text.color"]},
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "not applied" on a cramped figure: keeps the box
+            figure.tight_layout(pad=plan.pad)
+        canvas.draw()
+        rgba = np.asarray(canvas.buffer_rgba())
+        box = ax.get_window_extent()
+        xlim, ylim = ax.get_xlim(), ax.get_ylim()
+        series = [
+            {
+                "column": s.column,
+                "color": _rgb255(line.get_color()),
+                "linewidth_px": round(line.get_linewidth() * plan.dpi / 72.0, 4),
+                "linestyle": s.linestyle,
+                "marker": s.marker,
+            }
+            for s, line in zip(plan.series, lines, strict=True)
+        ]
+    if rgba.shape[:2] != (plan.height, plan.width):
+        raise AssertionError(
+            f"drew {rgba.shape[1]}x{rgba.shape[0]}, not {plan.width}x{plan.height}"
+        )
+    alpha = rgba[..., 3:].astype(np.float64) / 255.0  # opaque in every style; white if not
+    rgb = np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
+    height = rgba.shape[0]  # display y runs up from the bottom edge; image rows run down
+    sidecar = {
+        "family": plan.family,
+        "style": plan.style,
+        "font": plan.font,
+        "width": plan.width,
+        "height": plan.height,
+        "dpi": round(plan.dpi, 4),
+        "plot_box": [
+            round(float(v), 4) for v in (box.x0, height - box.y1, box.x1, height - box.y0)
+        ],
+        "xlim": [round(float(v), 6) for v in xlim],
+        "ylim": [round(float(v), 6) for v in ylim],
+        "series": series,
+    }
+    return rgb, sidecar
+
+
+def draw_chart(
+    cfg: ChartParams, index: int, size_px: tuple[int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Chart `index` as (RGB uint8 image, table, sidecar): what `generate` writes as its PNG, CSV
+    and JSON. `size_px` = (width, height) draws it at that pixel size instead."""
+    plan = plan_chart(cfg, index, size_px)
+    image, sidecar = render_plan(plan)
+    return image, plan.table, sidecar
+
+
+def sidecar_json(sidecar: dict) -> str:
+    return json.dumps(sidecar, sort_keys=True) + "\n"
+
+
+def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
+    image, table, sidecar = draw_chart(cfg, index)
     stem = out_dir / f"chart_{index:05d}"
+    columns = ["wavelength"] + [s["column"] for s in sidecar["series"]]
     np.savetxt(
         stem.with_suffix(".csv"),
-        spectrum,
-        fmt="%.6f",
+        table,
+        fmt=f"%.{DECIMALS}f",
         delimiter=",",
-        header="wavelength,intensity",
+        header=",".join(columns),
         comments="",
     )
+    stem.with_suffix(".json").write_text(sidecar_json(sidecar), encoding="utf-8")
     Image.fromarray(image).save(
         stem.with_suffix(".png"), format="PNG", optimize=False, compress_level=6
     )
 
 
 def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
-    """Write chart_{i:05d}.png/.csv for every index into out_dir; returns how many were written."""
+    """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count."""
     job = partial(_write_chart, cfg, Path(out_dir))
     for _ in ordered_map(job, list(range(cfg.count)), workers, desc="generate", unit="chart"):
         pass
