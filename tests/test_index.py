@@ -161,3 +161,39 @@ def test_missing_source_folder_is_one_line(tmp_path, capsys):
         "linefuse: error: data.source_dir: no/such/folder is not a folder; run "
         "`linefuse generate` or point data.source_dir at a folder of images"
     ]
+
+
+def test_a_held_out_family_gets_its_own_split_whatever_its_hash(tmp_path):
+    """Images whose sidecar names a family in data.charts.held_out go to held_out; a sidecar
+    that is not a JSON object, or names no family, changes nothing."""
+    source = tmp_path / "src"
+    source.mkdir()
+    sidecars = {
+        0: {"family": "held"},
+        1: {"family": "held"},
+        2: {"family": "trained"},
+        3: ["not", "an", "object"],
+        4: None,  # no sidecar
+    }
+    for seed, sidecar in sidecars.items():
+        _image(seed).save(source / f"img{seed}.png")
+        if sidecar is not None:
+            (source / f"img{seed}.json").write_text(json.dumps(sidecar))
+    _image(5).save(source / "img5.png")
+    (source / "img5.json").write_text("{broken")
+    params = tiny_params()
+    params["data"]["source_dir"] = str(source)
+    params["data"]["charts"]["families"]["held"] = ["dark_background"]
+    params["data"]["charts"]["held_out"] = ["held"]
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "index", "--workers", "1") == 0
+    images = pl.read_parquet(tmp_path / "data/index/images.parquet").sort("path")
+    rows = {row["path"]: row for row in images.iter_rows(named=True)}
+    families = [rows[f"img{i}.png"]["family"] for i in range(6)]
+    assert families == ["held", "held", "trained", "", "", ""]
+    assert rows["img0.png"]["split"] == rows["img1.png"]["split"] == "held_out"
+    ratios = SplitRatios(**params["data"]["split"])
+    for name in ("img2.png", "img3.png", "img4.png", "img5.png"):
+        assert rows[name]["split"] == split_for(rows[name]["id"], ratios)
+    metrics = json.loads((tmp_path / "metrics/index.json").read_text())
+    assert metrics["split"]["held_out"] == 2 and metrics["family"] == {"held": 2, "trained": 1}

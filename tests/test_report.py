@@ -141,7 +141,14 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
         assert f"<code>{key}</code>" in shown
         if "gain" in key or "margin" in key:
             assert f"{value:+.2f} dB</div>" in shown, key
-    for block in set(report) - {"psnr", "ssim", "chart", "sweep", "summary", "psnr_gain_s4"}:
+    # the held-out chart families: their own summary, PSNR and gain tables
+    held = report["held_out"]
+    held_cells = sum(len(by_level) for by_level in held["psnr_gain_s4"].values())
+    assert held_cells and len(_table(page, "Held-out PSNR gain")[2:]) == held_cells
+    assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
+    assert f"{held['summary']['psnr_gain_s4']:+.2f} dB</div>" in page
+    tabled = {"psnr", "ssim", "chart", "sweep", "summary", "psnr_gain_s4", "held_out"}
+    for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:
             assert f"<code>{key}</code>" in shown, (block, key)

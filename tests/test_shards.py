@@ -83,7 +83,7 @@ def test_manifest_declares_shapes_and_drawn_params(tiny_project):
 def _pooled_psnr(level_dir) -> dict[str, float]:
     """PSNR of the squared error pooled over every split's samples, per domain."""
     totals: dict[str, list[float]] = {}
-    for split in ("train", "val", "test"):
+    for split in SPLITS:
         dataset = LmdbPairs(level_dir, split)
         for i in range(len(dataset)):
             blurred, sharp, meta = dataset[i]

@@ -27,7 +27,8 @@ from pydantic import (
 from linefuse.paths import BASE_DIR, GENERATED_DIR, LORA_DIR, PARAMS
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
-SPLITS = ("train", "val", "test")
+# held_out: images of the chart families in data.charts.held_out, never trained on, scored apart
+SPLITS = ("train", "val", "test", "held_out")
 DEVICES = ("auto", "cpu", "cuda")
 STREAM_SCHEMES = ("file://", "http://", "https://")
 

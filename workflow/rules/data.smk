@@ -30,7 +30,13 @@ rule index:
         "data/index/rejects.parquet",
         "metrics/index.json",
     params:
-        tracked=tracked("data.source_dir", "data.min_side", "data.max_pixels", "data.split"),
+        tracked=tracked(
+            "data.source_dir",
+            "data.min_side",
+            "data.max_pixels",
+            "data.split",
+            "data.charts.held_out",
+        ),
     log:
         "logs/snakemake/index.log",
     threads: 8

@@ -117,10 +117,14 @@ rule train_domains:
 rule evaluate:
     input:
         expand("data/shards/{level}", level=LEVELS),
+        "data/index/images.parquet",
+        config["data"]["source_dir"],
         "models/base",
         f"models/lora/{CURRICULUM_ORDER[-1]}",
         "models/domains",
         "src/linefuse/evaluate/evaluate.py",
+        "src/linefuse/evaluate/intervals.py",
+        "src/linefuse/evaluate/curves.py",
         "src/linefuse/train/domains.py",
         "src/linefuse/serve/restorer.py",
         "src/linefuse/serve/tiles.py",
@@ -134,7 +138,16 @@ rule evaluate:
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
     params:
-        tracked=tracked("compute", "model", "eval", "tiles", "degrade.levels", "degrade.domains", "train.curriculum"),
+        tracked=tracked(
+            "compute",
+            "model",
+            "eval",
+            "tiles",
+            "data.source_dir",
+            "degrade.levels",
+            "degrade.domains",
+            "train.curriculum",
+        ),
     log:
         "logs/snakemake/evaluate.log",
     threads: workflow.cores

@@ -1,13 +1,16 @@
 """index: a folder of images -> `images.parquet` (kept) and `rejects.parquet` (with reasons).
 
 Each image gets a content-hash id; its split is decided from that hash alone, so adding images
-never moves old ones between splits. Bad files are rows in the rejects table, never a crash.
+never moves old ones between splits. An image whose sidecar (`NAME.json`, as `generate` writes)
+names a family in `data.charts.held_out` goes to the `held_out` split instead: never trained on,
+scored apart. Bad files are rows in the rejects table, never a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import stat
 from collections import Counter
 from dataclasses import dataclass
@@ -17,7 +20,7 @@ import polars as pl
 from PIL import Image, UnidentifiedImageError
 
 from linefuse.data.images import find_images
-from linefuse.params import DataParams, SplitRatios
+from linefuse.params import SPLITS, DataParams, SplitRatios
 from linefuse.stage import ordered_map
 
 IMAGES_SCHEMA = {
@@ -30,6 +33,7 @@ IMAGES_SCHEMA = {
     "bytes": pl.Int64,
     "split": pl.String,
     "prompt": pl.String,
+    "family": pl.String,
 }
 REJECTS_SCHEMA = {"path": pl.String, "reason": pl.String, "detail": pl.String}
 
@@ -46,6 +50,7 @@ class Probe:
     mode: str = ""
     bytes: int = 0
     prompt: str = ""
+    family: str = ""
     reason: str = ""
     detail: str = ""
 
@@ -62,6 +67,16 @@ def split_for(image_id: str, ratios: SplitRatios) -> str:
     if position < ratios.train + ratios.val:
         return "val"
     return "test"
+
+
+def _family(sidecar: Path) -> str:
+    """The chart family a sidecar names; "" when there is none or it is not a JSON object (a
+    user's folder may hold other .json files)."""
+    try:
+        found = json.loads(sidecar.read_bytes()).get("family", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return found if isinstance(found, str) else ""
 
 
 def probe(task: tuple[Path, Path, int, int]) -> Probe:
@@ -109,6 +124,7 @@ def probe(task: tuple[Path, Path, int, int]) -> Probe:
         mode=image.mode,
         bytes=len(data),
         prompt=prompt,
+        family=_family(path.with_suffix(".json")),
     )
 
 
@@ -142,8 +158,11 @@ def build_index(params: DataParams, workers: int = 1) -> tuple[pl.DataFrame, pl.
                     "channels": found.channels,
                     "mode": found.mode,
                     "bytes": found.bytes,
-                    "split": split_for(found.id, params.split),
+                    "split": "held_out"
+                    if found.family in params.charts.held_out
+                    else split_for(found.id, params.split),
                     "prompt": found.prompt,
+                    "family": found.family,
                 }
             )
     return pl.DataFrame(kept, schema=IMAGES_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
@@ -152,9 +171,11 @@ def build_index(params: DataParams, workers: int = 1) -> tuple[pl.DataFrame, pl.
 def index_metrics(images: pl.DataFrame, rejects: pl.DataFrame) -> dict:
     by_reason = Counter(rejects["reason"].to_list())
     by_split = Counter(images["split"].to_list())
+    by_family = Counter(family for family in images["family"].to_list() if family)
     return {
         "kept": images.height,
         "rejected": rejects.height,
         "rejected_by_reason": dict(sorted(by_reason.items())),
-        "split": {name: by_split.get(name, 0) for name in ("train", "val", "test")},
+        "split": {name: by_split.get(name, 0) for name in SPLITS},
+        "family": dict(sorted(by_family.items())),
     }

@@ -18,9 +18,11 @@ import json
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 from PIL import Image
 from tqdm import tqdm
 
@@ -28,6 +30,7 @@ from linefuse import paths
 from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
+from linefuse.evaluate.curves import ChartTruth, curve_errors, read_truth
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.hardware import Choice, cpu_model
@@ -39,11 +42,12 @@ from linefuse.train.domains import domain_adapters
 
 log = logging.getLogger("linefuse")
 PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV]
+EVALUATED = ("test", "held_out")  # the splits scored; held_out: chart families never trained on
 
 
-def _test_pairs(level: str, max_samples: int | None) -> list[tuple]:
-    """(blurred, sharp, meta) of the level's test split, at most max_samples per domain."""
-    dataset = LmdbPairs(paths.shards(level), "test")
+def _split_pairs(level: str, split: str, max_samples: int | None) -> list[tuple]:
+    """(blurred, sharp, meta) of the level's split, at most max_samples per domain."""
+    dataset = LmdbPairs(paths.shards(level), split)
     taken: dict[str, int] = defaultdict(int)
     pairs = []
     for index in range(len(dataset)):
@@ -68,6 +72,13 @@ def _first_of_each_domain(pairs: list[tuple], count: int) -> list[int]:
 
 def _mean(values: list[float]) -> float:
     return round(float(np.mean(values)), 4)
+
+
+def _finite_mean(values: list[float]) -> float | None:
+    """The mean of the finite values (a chart whose line could not be read back gives NaN);
+    None when there is none."""
+    finite = [value for value in values if np.isfinite(value)]
+    return _mean(finite) if finite else None
 
 
 def _rounded(interval: dict) -> dict:
@@ -99,61 +110,154 @@ class _TimedRestorer:
         return round(1e6 * self.seconds[steps] / max(self.pixels[steps], 1), 3)
 
 
+def _nested(depth: int):
+    return defaultdict(list) if depth == 1 else defaultdict(lambda: _nested(depth - 1))
+
+
+@dataclass
+class _Scores:
+    """Per-image scores of one split: psnr/ssim[domain][level][method], chart[...][figure]."""
+
+    psnr: dict = field(default_factory=lambda: _nested(3))
+    ssim: dict = field(default_factory=lambda: _nested(3))
+    chart: dict = field(default_factory=lambda: _nested(4))
+    showcase: dict = field(default_factory=dict)  # (domain, level) -> (blurred, restored, sharp)
+    sharp: dict = field(default_factory=dict)  # image_id -> its sharp image, for the sharp row
+    sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
+
+
 def evaluate(params: Params, device: Choice) -> dict:
     """Runs the whole evaluation on `device` and writes its outputs; returns metrics/eval.json's
-    content."""
+    content: the test split's tables, the sweep, and a `held_out` block with the same tables for
+    the held-out chart families when there are any."""
     final = params.train.order()[-1]
     restorer = Restorer(params, paths.adapter(final), device.value)
     progress = tqdm(desc="evaluate", unit="image", disable=None)
-    restore, sweep_restore = (
-        _TimedRestorer(restorer, params, progress),
-        _TimedRestorer(restorer, params),
-    )
-    settings, steps = params.eval.metric, params.eval.steps
-    model = f"model_s{steps}"
+    restore = _TimedRestorer(restorer, params, progress)
+    sweep_restore = _TimedRestorer(restorer, params)
     extra = domain_adapters()
     by_domain = {
         domain: Restorer(params, path, device.value) for domain, path in extra["adapters"].items()
     }
     combined = Restorer(params, extra["combined"], device.value) if extra["combined"] else None
-    scores = {
-        "psnr": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
-        "ssim": defaultdict(lambda: defaultdict(lambda: defaultdict(list))),
-    }
-    swept = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # as scores["psnr"]
-    chart = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
-    showcase: dict[tuple, tuple] = {}
-
-    levels = params.degrade.levels
-    for level in levels:
-        pairs = _test_pairs(level, params.eval.max_samples)
-        if not pairs:
-            log.warning("evaluate: level %s has no test samples; skipped", level)
-            continue
-        progress.total = (progress.total or 0) + len(pairs)
-        progress.set_postfix_str(level)
-        blurred_images = [pair[0] for pair in pairs]
-        outputs = {model: restore(blurred_images, steps)}
-        outputs |= _adapter_outputs(pairs, by_domain, combined, steps, params)
-        _sweep_level(pairs, level, sweep_restore, params, swept)
-        for index, (blurred, sharp, meta) in enumerate(pairs):
-            domain = meta["domain"]
-            methods = {
-                "input": blurred,
-                **baselines(blurred, domain, meta["params"], params.eval.baselines),
+    swept = _nested(3)  # as _Scores.psnr, on the sweep's tiles
+    truths = _chart_truths(params)
+    scored = {split: _Scores() for split in EVALUATED}
+    for level in params.degrade.levels:
+        for split, scores in scored.items():
+            pairs = _split_pairs(level, split, params.eval.max_samples)
+            if not pairs:
+                if split == "test":
+                    log.warning("evaluate: level %s has no test samples; skipped", level)
+                continue
+            progress.total = (progress.total or 0) + len(pairs)
+            progress.set_postfix_str(f"{split}@{level}")
+            outputs = {
+                f"model_s{params.eval.steps}": restore([p[0] for p in pairs], params.eval.steps)
             }
-            methods |= {
-                name: images[index] for name, images in outputs.items() if images[index] is not None
-            }
-            for name, image in methods.items():
-                scores["psnr"][domain][level][name].append(psnr(image, sharp, settings))
-                scores["ssim"][domain][level][name].append(ssim(image, sharp, settings))
-            for name in ("input", model):
-                for figure, value in chart_errors(methods[name], sharp).items():
-                    chart[domain][level][name][figure].append(value)
-            showcase.setdefault((domain, level), (blurred, methods[model], sharp))
+            outputs |= _adapter_outputs(pairs, by_domain, combined, params.eval.steps, params)
+            _score_level(pairs, level, outputs, params, scores, truths)
+            for _, sharp, meta in pairs:
+                scores.sharp.setdefault(meta["image_id"], sharp)
+            if split == "test":
+                _sweep_level(pairs, level, sweep_restore, params, swept)
+    for scores in scored.values():  # do no harm: the model on inputs that are already sharp
+        sharp_images = list(scores.sharp.values())
+        progress.total = (progress.total or 0) + len(sharp_images)
+        progress.set_postfix_str("sharp")
+        restored = restore(sharp_images, params.eval.steps) if sharp_images else []
+        scores.sharp_psnr = [
+            psnr(out, image, params.eval.metric)
+            for out, image in zip(restored, sharp_images, strict=True)
+        ]
     progress.close()
 
+    test = scored["test"]
+    report = _tables(test, params)
+    report["sweep"] = _sweep(swept, sweep_restore, params.eval.sweep.steps)
+    if few := _few_step(report["sweep"], params.eval.sweep.steps):
+        report["few_step"] = few
+    if scored["held_out"].psnr:
+        report["held_out"] = _tables(scored["held_out"], params)
+    # the timings above are this machine's: name it beside them
+    report["machine"] = {
+        f"seconds_per_megapixel_s{params.eval.steps}": restore.seconds_per_megapixel(
+            params.eval.steps
+        ),  # whole images, tiled: what `linefuse restore` costs here
+        "device": device.value,
+        "device_reason": device.reason,
+        "cpu_model": cpu_model(),
+    }
+    levels = params.degrade.levels
+    with atomic_files([*PLOTS, SAMPLES_PNG, EVAL_JSON]) as tmp:
+        _write_plots(report, params.eval.sweep.steps, levels, tmp)
+        _write_samples(test.showcase, params.degrade.domains, levels, tmp[SAMPLES_PNG])
+        tmp[EVAL_JSON].write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def _chart_truths(params: Params) -> dict[str, ChartTruth]:
+    """image_id -> the ground truth curve and pixel mapping of each scored chart that has them
+    (generate writes a CSV and a sidecar beside each PNG; a user's photos have neither)."""
+    index = pl.read_parquet(paths.IMAGES_PARQUET, columns=["id", "path", "split"])
+    scored = index.filter(pl.col("split").is_in(EVALUATED))
+    root = Path(params.data.source_dir)
+    found = {row["id"]: read_truth(root / row["path"]) for row in scored.iter_rows(named=True)}
+    return {image_id: truth for image_id, truth in found.items() if truth is not None}
+
+
+def _figures(image: np.ndarray, sharp: np.ndarray, truth: ChartTruth | None) -> dict:
+    """The line-fidelity errors of one image: in pixels from the column profile, and with the
+    chart's ground truth in its own units (the sample is its chart's centred crop, or whole)."""
+    figures = chart_errors(image, sharp)
+    if truth is not None:
+        offset = ((truth.height - image.shape[0]) // 2, (truth.width - image.shape[1]) // 2)
+        errors = curve_errors(image, truth, offset)
+        # charts plot counts, percent or a.u.: a mean over charts needs each chart's own scale
+        span = float(np.ptp(truth.intensity)) or 1.0
+        figures |= errors | {
+            f"{name}_pct_of_range": 100 * errors[name] / span
+            for name in ("peak_height_error", "curve_rmse")
+        }
+    return figures
+
+
+def _score_level(
+    pairs: list[tuple],
+    level: str,
+    outputs: dict[str, list],
+    params: Params,
+    scores: _Scores,
+    truths: dict[str, ChartTruth],
+) -> None:
+    """Scores the input, the classical baselines and every model output of one level's pairs;
+    the line-fidelity errors for the input, the model and the sharp image itself (the floor of
+    reading the line back)."""
+    settings, model = params.eval.metric, f"model_s{params.eval.steps}"
+    for index, (blurred, sharp, meta) in enumerate(pairs):
+        domain = meta["domain"]
+        methods = {
+            "input": blurred,
+            **baselines(blurred, domain, meta["params"], params.eval.baselines),
+        }
+        methods |= {
+            name: images[index] for name, images in outputs.items() if images[index] is not None
+        }
+        for name, image in methods.items():
+            scores.psnr[domain][level][name].append(psnr(image, sharp, settings))
+            scores.ssim[domain][level][name].append(ssim(image, sharp, settings))
+        truth = truths.get(meta["image_id"])
+        for name, image in (("input", blurred), (model, methods[model]), ("sharp", sharp)):
+            for figure, value in _figures(image, sharp, truth).items():
+                scores.chart[domain][level][name][figure].append(value)
+        scores.showcase.setdefault((domain, level), (blurred, methods[model], sharp))
+
+
+def _tables(scores: _Scores, params: Params) -> dict:
+    """One split's blocks: psnr, ssim and chart means per cell, psnr_gain_sN (each cell's sample
+    count and interval), the summary and psnr_by_domain_sN."""
+    steps = params.eval.steps
+    model = f"model_s{steps}"
     report = {
         metric: {
             domain: {
@@ -162,14 +266,14 @@ def evaluate(params: Params, device: Choice) -> dict:
             }
             for domain, by_level in table.items()
         }
-        for metric, table in scores.items()
+        for metric, table in (("psnr", scores.psnr), ("ssim", scores.ssim))
     }
     gains = {
         domain: {
             level: np.subtract(by_name[model], by_name["input"]).tolist()
             for level, by_name in by_level.items()
         }
-        for domain, by_level in scores["psnr"].items()
+        for domain, by_level in scores.psnr.items()
     }
     interval, seed = params.eval.interval, params.eval.seed
     report[f"psnr_gain_s{steps}"] = {
@@ -182,34 +286,27 @@ def evaluate(params: Params, device: Choice) -> dict:
     report["chart"] = {
         domain: {
             level: {
-                name: {figure: _mean(values) for figure, values in figures.items()}
+                name: {figure: _finite_mean(values) for figure, values in figures.items()}
                 for name, figures in by_name.items()
             }
             for level, by_name in by_level.items()
         }
-        for domain, by_level in chart.items()
+        for domain, by_level in scores.chart.items()
     }
     cell_gains = [values for by_level in gains.values() for values in by_level.values()]
-    report["summary"] = _summary(report, levels, steps) | _headline_interval(
+    report["summary"] = _summary(report, params.degrade.levels, steps) | _headline_interval(
         cell_gains, report[f"psnr_gain_s{steps}"], steps, params
     )
     report[f"psnr_by_domain_s{steps}"] = {
         domain: _mean([cell[model] for cell in by_level.values()])
         for domain, by_level in report["psnr"].items()
     }
-    report["sweep"] = _sweep(swept, sweep_restore, params.eval.sweep.steps)
-    if few := _few_step(report["sweep"], params.eval.sweep.steps):
-        report["few_step"] = few
-    # the timings above are this machine's: name it beside them
-    report["machine"] = {
-        "device": device.value,
-        "device_reason": device.reason,
-        "cpu_model": cpu_model(),
-    }
-    with atomic_files([*PLOTS, SAMPLES_PNG, EVAL_JSON]) as tmp:
-        _write_plots(report, params.eval.sweep.steps, levels, tmp)
-        _write_samples(showcase, params.degrade.domains, levels, tmp[SAMPLES_PNG])
-        tmp[EVAL_JSON].write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if scores.sharp_psnr:  # PSNR of the model's output against its own sharp input
+        report["sharp"] = {
+            "samples": len(scores.sharp_psnr),
+            f"psnr_s{steps}": _mean(scores.sharp_psnr),
+            f"min_psnr_s{steps}": round(min(scores.sharp_psnr), 4),
+        }
     return report
 
 

@@ -42,7 +42,7 @@ INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # eval.json's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
-TABLED = {"psnr", "ssim", "chart", "sweep", "summary"}
+TABLED = {"psnr", "ssim", "chart", "sweep", "summary", "held_out"}
 GAIN_BLOCK = re.compile(r"psnr_gain_s\d+")
 GROUP_LABELS = {
     "input": "blurred",
@@ -130,7 +130,7 @@ class Grid:
 def marked(cell: dict, keys: list, digits: int, lower_is_better: bool = False) -> list[tuple]:
     """One row's cells as (text, class, style): the best shown value bold, the rest tinted by
     where they fall between the row's worst and best; compared as shown, so ties tie."""
-    shown = {key: float(f"{cell[key]:.{digits}f}") for key in keys if key in cell}
+    shown = {key: float(f"{cell[key]:.{digits}f}") for key in keys if cell.get(key) is not None}
     if not shown:
         return [NA] * len(keys)
     low, high = min(shown.values()), max(shown.values())
@@ -217,7 +217,9 @@ def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
     )
 
 
-def gain_grid(block: dict, domains: list[str], levels: list[str], confidence: float) -> Grid:
+def gain_grid(
+    block: dict, domains: list[str], levels: list[str], confidence: float, caption: str
+) -> Grid:
     """eval.json's psnr_gain_sN: each cell's sample count, mean gain and bootstrap interval."""
     rows = []
     for domain in _ordered(block, domains):
@@ -239,7 +241,7 @@ def gain_grid(block: dict, domains: list[str], levels: list[str], confidence: fl
                 )
             )
     return Grid(
-        "PSNR gain of the model over the input",
+        caption,
         f"dB, with its {confidence:.0%} bootstrap interval",
         [],
         [("images", "samples"), ("mean", "mean"), (f"{confidence:.0%} interval", "low … high")],
@@ -415,6 +417,18 @@ def render(
         ("methods", str(len(methods))),
     ]
     scored = [(d, lv) for d in _ordered(psnr, domains) for lv in _ordered(psnr[d], levels)]
+    held = report.get("held_out", {})
+    held_out = held and {
+        "cards": [card(f"summary.{k}", v) for k, v in _flatten(held.get("summary", {}))],
+        "psnr": score_grid(held.get("psnr", {}), domains, levels, 2, "Held-out PSNR", "dB"),
+        "gain": gain_grid(
+            held.get(f"psnr_gain_s{steps}", {}),
+            domains,
+            levels,
+            params.eval.interval.confidence,
+            "Held-out PSNR gain of the model over the input",
+        ),
+    }
     shown_params = params_sections(params)
     return ENV.get_template("index.html.j2").render(
         facts=facts,
@@ -425,8 +439,10 @@ def render(
             domains,
             levels,
             params.eval.interval.confidence,
+            "PSNR gain of the model over the input",
         ),
         ssim=score_grid(ssim, domains, levels, 4, "SSIM", "0–1"),
+        held_out=held_out,
         chart=chart_grid(report.get("chart", {}), domains, levels),
         steps=steps_table(by_steps, report.get("sweep", {})),
         samples=samples_figure(samples_png, scored, steps) if psnr else None,
