@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from skimage.metrics import peak_signal_noise_ratio
 
 from linefuse.data import shards
 from linefuse.data.readers import (
@@ -96,20 +95,13 @@ def _pooled_psnr(level_dir) -> dict[str, float]:
 
 
 def test_blurred_psnr_falls_from_easy_to_hard_in_every_domain(tiny_project):
+    """Pooled over every split's samples (a test split of three charts can invert lowres, whose
+    easy and medium factors overlap), as shard's own metric reports it."""
     psnr = {}
     for level in LEVELS:
-        dataset = LmdbPairs(tiny_project / "data/shards" / level, "test")
-        per_domain: dict[str, list[float]] = {}
-        for i in range(len(dataset)):
-            blurred, sharp, meta = dataset[i]
-            value = peak_signal_noise_ratio(sharp, blurred, data_range=255)
-            per_domain.setdefault(meta["domain"], []).append(min(value, 60.0))
-        dataset.close()  # py-lmdb allows one open handle per env and process
-        psnr[level] = {domain: float(np.mean(values)) for domain, values in per_domain.items()}
+        psnr[level] = _pooled_psnr(tiny_project / "data/shards" / level)
         reported = json.loads((tiny_project / f"metrics/shard/{level}.json").read_text())
-        assert reported["input_psnr_pooled"] == pytest.approx(
-            _pooled_psnr(tiny_project / "data/shards" / level), abs=1e-3
-        )
+        assert reported["input_psnr_pooled"] == pytest.approx(psnr[level], abs=1e-3)
     for domain in DOMAINS:
         easy, medium, hard = (psnr[level][domain] for level in LEVELS)
         assert easy > medium > hard, (domain, easy, medium, hard)
