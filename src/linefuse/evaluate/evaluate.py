@@ -45,29 +45,23 @@ PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV]
 EVALUATED = ("test", "held_out")  # the splits scored; held_out: chart families never trained on
 
 
-def _split_pairs(level: str, split: str, max_samples: int | None) -> list[tuple]:
-    """(blurred, sharp, meta) of the level's split, at most max_samples per domain."""
-    dataset = LmdbPairs(paths.shards(level), split)
-    taken: dict[str, int] = defaultdict(int)
-    pairs = []
-    for index in range(len(dataset)):
-        blurred, sharp, meta = dataset[index]
-        if max_samples is None or taken[meta["domain"]] < max_samples:
-            taken[meta["domain"]] += 1
-            pairs.append((blurred, sharp, meta))
-    dataset.close()
-    return pairs
-
-
-def _first_of_each_domain(pairs: list[tuple], count: int) -> list[int]:
-    """Positions of the first `count` pairs of each domain: the sweep's images."""
+def _first_per_domain(metas: list[dict], count: int | None) -> list[int]:
+    """Positions of the first `count` samples of each domain (all of them when count is None)."""
     taken: dict[str, int] = defaultdict(int)
     chosen = []
-    for position, (_, _, meta) in enumerate(pairs):
-        if taken[meta["domain"]] < count:
+    for position, meta in enumerate(metas):
+        if count is None or taken[meta["domain"]] < count:
             taken[meta["domain"]] += 1
             chosen.append(position)
     return chosen
+
+
+def _split_pairs(level: str, split: str, max_samples: int | None) -> list[tuple]:
+    """(blurred, sharp, meta) of the level's split, at most max_samples per domain."""
+    dataset = LmdbPairs(paths.shards(level), split)
+    pairs = [dataset[i] for i in _first_per_domain(dataset.metas, max_samples)]
+    dataset.close()
+    return pairs
 
 
 def _mean(values: list[float]) -> float:
@@ -406,7 +400,7 @@ def _sweep_level(
     """The first `eval.sweep.samples` test images of each domain, cut to one centred tile (so a
     step count costs one batched model call): PSNR of the input, the classical baselines and the
     model at every step count of the sweep, into swept[domain][level][method]."""
-    chosen = _first_of_each_domain(pairs, params.eval.sweep.samples)
+    chosen = _first_per_domain([meta for _, _, meta in pairs], params.eval.sweep.samples)
     size = params.tiles.size
     crops = [(_centre(pairs[i][0], size), _centre(pairs[i][1], size), pairs[i][2]) for i in chosen]
     restored = {count: restore([c[0] for c in crops], count) for count in params.eval.sweep.steps}
