@@ -57,7 +57,7 @@ def naive_pairs(params, rows: list[dict], index: pl.DataFrame):
         blurred, _ = degrade(
             sharp, row["domain"], params.degrade.level(row["domain"], row["level"]), rng
         )
-        top, left, size_y, size_x = crop_windows(*sharp.shape[:2], row["split"], params, rng)[
+        top, left, size_y, size_x = crop_windows(sharp, blurred, row["split"], params, rng)[
             row["patch"]
         ]
         window = np.s_[top : top + size_y, left : left + size_x]

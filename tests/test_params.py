@@ -126,6 +126,19 @@ MUTATIONS = [
     ),
     ("crop too large", lambda p: p["shards"].update(crop=100), "shards.crop", "at most 64"),
     (
+        "timesteps past the schedule",
+        lambda p: p["optim"].update(timestep_range=[700, 1001]),
+        "optim.timestep_range",
+        "0 <= low < high <= 1000",
+    ),
+    (
+        "identity fraction of one",
+        lambda p: p["optim"].update(identity_fraction=1.0),
+        "optim.identity_fraction",
+        "less than 1",
+    ),
+    ("focus above one", lambda p: p["shards"].update(focus=1.5), "shards.focus", "1"),
+    (
         "negative count",
         lambda p: p["data"]["charts"].update(count=-1),
         "data.charts.count",

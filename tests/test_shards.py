@@ -145,15 +145,40 @@ def test_failed_shard_leaves_the_previous_output(tiny_project, tmp_path, monkeyp
     )
 
 
+def image(height: int, width: int) -> np.ndarray:
+    return np.full((height, width, 3), 255, np.uint8)
+
+
+def test_focused_train_patches_hold_what_the_blur_changed():
+    """focus 1: every patch holds the one changed dot of a blank page; focus 0: uniform patches,
+    of which most (on a page 16x the crop's area) miss it."""
+    raw = tiny_params()
+    raw["shards"].update(crop=32, patches_per_image=200)
+    sharp = image(128, 128)
+    blurred = sharp.copy()
+    blurred[100:102, 20:22] = 0
+    hits = {}
+    for focus in (1.0, 0.0):
+        raw["shards"]["focus"] = focus
+        windows = shards.crop_windows(
+            sharp, blurred, "train", parse_params(raw), np.random.default_rng(0)
+        )
+        assert len(windows) == 200 and all(w[2:] == (32, 32) for w in windows)
+        hits[focus] = np.mean([y <= 100 < y + 31 and x <= 20 < x + 31 for y, x, _, _ in windows])
+    assert hits[1.0] == 1.0
+    assert hits[0.0] < 0.2
+
+
 def test_val_and_test_crops_follow_their_own_keys():
     """val: one centred shards.val_crop; test: the whole image, or one centred test_crop."""
     raw = tiny_params()
     rng = np.random.default_rng(0)
     params = parse_params(raw)
-    assert shards.crop_windows(64, 96, "val", params, rng) == [(8, 24, 48, 48)]
-    assert shards.crop_windows(64, 96, "test", params, rng) == [(0, 0, 64, 96)]
+    page = image(64, 96)
+    assert shards.crop_windows(page, page, "val", params, rng) == [(8, 24, 48, 48)]
+    assert shards.crop_windows(page, page, "test", params, rng) == [(0, 0, 64, 96)]
     raw["shards"]["test_crop"] = 32
-    assert shards.crop_windows(64, 96, "test", parse_params(raw), rng) == [(16, 32, 32, 32)]
-    assert shards.crop_windows(20, 96, "val", params, rng) == [
+    assert shards.crop_windows(page, page, "test", parse_params(raw), rng) == [(16, 32, 32, 32)]
+    assert shards.crop_windows(image(20, 96), image(20, 96), "val", params, rng) == [
         (0, 24, 20, 48)
     ]  # smaller than a crop

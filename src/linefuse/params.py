@@ -308,6 +308,7 @@ class DegradeParams(Strict):
 class ShardParams(Strict):
     crop: Annotated[int, Field(ge=8, le=4096)]
     patches_per_image: Annotated[int, Field(ge=1, le=1000)]
+    focus: Annotated[float, Field(ge=0.0, le=1.0)]
     val_crop: Annotated[int, Field(ge=8, le=8192)]
     test_crop: Annotated[int, Field(ge=8, le=8192)] | None
     samples_per_shard: Annotated[int, Field(ge=1)]

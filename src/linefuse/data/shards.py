@@ -66,40 +66,54 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def crop_windows(height: int, width: int, split: str, params: Params, rng) -> list[tuple]:
-    """Crop windows (top, left, size_y, size_x): random train patches; for val and test one
-    centred crop (test: the whole image when shards.test_crop is null)."""
+CHANGED_LEVEL = 8  # grey levels (of 255) a pixel must move by to count as changed by the blur
+
+
+def crop_windows(sharp: np.ndarray, blurred: np.ndarray, split: str, params: Params, rng) -> list:
+    """Crop windows (top, left, size_y, size_x): train patches; for val and test one centred
+    crop (test: the whole image when shards.test_crop is null).
+
+    A `shards.focus` share of the train patches is centred, give or take a quarter of a crop, on
+    a pixel the degradation changed: a uniform patch of a chart is mostly blank paper, which
+    teaches nothing. On the default charts that raised the mean test gain from +0.43 to +0.66 dB
+    (500 steps, README).
+    """
     shards = params.shards
-    if split == "train":
-        size = shards.crop
-        if height < size or width < size:
-            return []
-        return [
-            (
-                int(rng.integers(0, height - size + 1)),
-                int(rng.integers(0, width - size + 1)),
-                size,
-                size,
-            )
-            for _ in range(shards.patches_per_image)
-        ]
-    size = shards.val_crop if split == "val" else shards.test_crop
-    size_y = min(height, size or height)
-    size_x = min(width, size or width)
-    return [((height - size_y) // 2, (width - size_x) // 2, size_y, size_x)]
+    height, width = sharp.shape[:2]
+    if split != "train":
+        size = shards.val_crop if split == "val" else shards.test_crop
+        size_y = min(height, size or height)
+        size_x = min(width, size or width)
+        return [((height - size_y) // 2, (width - size_x) // 2, size_y, size_x)]
+    size = shards.crop
+    if height < size or width < size:
+        return []
+    changed = np.abs(sharp.astype(np.int16) - blurred.astype(np.int16)).max(axis=2)
+    rows, cols = np.nonzero(changed > CHANGED_LEVEL)
+    windows = []
+    for _ in range(shards.patches_per_image):
+        if len(rows) and rng.random() < shards.focus:
+            pick = rng.integers(len(rows))
+            jitter = rng.integers(-(size // 4), size // 4 + 1, size=2)
+            top = int(np.clip(rows[pick] - size // 2 + jitter[0], 0, height - size))
+            left = int(np.clip(cols[pick] - size // 2 + jitter[1], 0, width - size))
+        else:
+            top = int(rng.integers(0, height - size + 1))
+            left = int(rng.integers(0, width - size + 1))
+        windows.append((top, left, size, size))
+    return windows
 
 
 def pairs_for_image(task: tuple[str, str, str, str, Params]) -> list[Pair]:
     """Every pair one image yields at one level: all domains, all its crops."""
     path, image_id, split, level, params = task
     sharp_full = load_rgb(path)
-    height, width = sharp_full.shape[:2]
     pairs = []
     for domain in params.degrade.domains:
         rng = item_rng(params.degrade.seed, image_id, domain, level)
         blurred_full, drawn = degrade(sharp_full, domain, params.degrade.level(domain, level), rng)
         for patch, (top, left, size_y, size_x) in enumerate(
-            crop_windows(height, width, split, params, rng)
+            crop_windows(sharp_full, blurred_full, split, params, rng)
         ):
             window = np.s_[top : top + size_y, left : left + size_x]
             key = sample_key(image_id, domain, patch)
