@@ -206,8 +206,9 @@ def test_the_held_out_families_are_scored_apart(evaluated):
 
 
 def test_the_tiny_trained_model_beats_its_input(evaluated):
-    """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 48 px crops): +0.9 to +2.3 dB mean PSNR
-    gain here; 40 pretrain steps gave only +0.07 to +0.6 dB."""
+    """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 32 px crops, 1 step): +0.43 dB mean
+    PSNR gain here (interval +0.40 to +0.48), +0.35 dB on the sweep's tiles at every step count;
+    an untrained model gains 0."""
     report = json.loads((evaluated / "metrics/eval.json").read_text())
     steps = tiny_params()["eval"]["steps"]
     gains = [
@@ -215,8 +216,8 @@ def test_the_tiny_trained_model_beats_its_input(evaluated):
         for by_level in report["psnr"].values()
         for cell in by_level.values()
     ]
-    assert np.mean(gains) > 0.5, gains
-    assert report["summary"][f"psnr_gain_s{steps}_low"] > 0.3
+    assert np.mean(gains) > 0.3, gains
+    assert report["summary"][f"psnr_gain_s{steps}_low"] > 0.25
     sweep = report["sweep"]
     # on the sweep's 15 tiles (one image per cell) every step count gains too
     for count in tiny_params()["eval"]["sweep"]["steps"]:

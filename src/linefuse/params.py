@@ -427,6 +427,8 @@ class OptimParams(Strict):
     clip_grad_norm: Annotated[float, Field(gt=0.0)] | None
     warmup_steps: Annotated[int, Field(ge=0)]
     loss: LossWeights
+    timestep_range: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=1)]]
+    identity_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]
     gradient_checkpointing: bool
     compile: bool
     checkpoint_every: Annotated[int, Field(ge=1)]
@@ -700,6 +702,18 @@ class Params(Strict):
                     f"{domain!r} is not in "
                     f"degrade.domains; accepts {', '.join(self.degrade.domains)}",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _timesteps_in_schedule(self) -> Params:
+        low, high = self.optim.timestep_range
+        if not low < high <= self.model.train_timesteps:
+            raise _KeyedError(
+                "optim.timestep_range",
+                f"[{low}, {high}] is not a range within model.train_timesteps "
+                f"({self.model.train_timesteps}); accepts [low, high] with "
+                f"0 <= low < high <= {self.model.train_timesteps}",
+            )
         return self
 
     @model_validator(mode="after")

@@ -447,6 +447,38 @@ def training_step(
     return loss, terms
 
 
+@dataclass
+class StepDraw:
+    """What one micro-batch trains on: the condition, the clean signal, noise and timesteps."""
+
+    condition: torch.Tensor
+    x0: torch.Tensor
+    noise: torch.Tensor
+    timesteps: torch.Tensor
+
+
+def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) -> StepDraw:
+    """Noise, timesteps and identity pairs come from (seed, step, micro-batch, rank): a resumed
+    run draws the same.
+
+    Timesteps are drawn from `optim.timestep_range` (diffusers' "range" timestep bias): a
+    few-step sampler from the prior's mean visits only the noisiest ones. An
+    `optim.identity_fraction` of the samples gets the sharp image as its own condition, so the
+    model learns to leave a sharp input alone.
+    """
+    generator = torch.Generator().manual_seed(
+        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
+    )
+    batch = blurred.shape[0]
+    identity = torch.rand(batch, generator=generator) < params.optim.identity_fraction
+    condition = torch.where(identity.to(blurred.device)[:, None, None, None], sharp, blurred)
+    x0 = clean_signal(condition, sharp, params.model)
+    noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
+    low, high = params.optim.timestep_range
+    timesteps = torch.randint(low, high, (batch,), generator=generator).to(x0.device)
+    return StepDraw(condition, x0, noise, timesteps)
+
+
 def step_loss(
     params: Params,
     scheduler,
@@ -458,17 +490,9 @@ def step_loss(
     micro: int,
     rank: int,
 ) -> tuple[torch.Tensor, dict]:
-    """Noise and timesteps come from (seed, step, micro-batch, rank): a resumed run draws the
-    same."""
-    generator = torch.Generator().manual_seed(
-        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
-    )
-    x0 = clean_signal(blurred, sharp, params.model)
-    noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
-    timesteps = torch.randint(0, params.model.train_timesteps, (x0.shape[0],), generator=generator)
-    timesteps = timesteps.to(x0.device)
-    noisy, target = noisy_and_target(scheduler, x0, noise, timesteps)
-    prediction = predict(model, noisy, blurred, timesteps, prompt_embeds)
+    draw = step_draw(params, blurred, sharp, step, micro, rank)
+    noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
+    prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
     return weighted_loss(prediction, target, params.optim.loss)
 
 
