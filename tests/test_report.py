@@ -117,10 +117,11 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
             assert sorted(shown) == sorted(round(v, digits) for v in cell.values())
             best = [float(v) for v, css in values if css == "best"]
             assert best and all(b == max(shown) for b in best), (domain, level, values)
-    hard = report["psnr"]["gaussian"]["hard"]["model_s4"]
+    steps = tiny_params()["eval"]["steps"]
+    hard = report["psnr"]["gaussian"]["hard"][f"model_s{steps}"]
     assert f">{hard:.2f}</td>" in page
     # each cell's sample count, mean gain and interval, as eval.json has them
-    gains = report["psnr_gain_s4"]
+    gains = report[f"psnr_gain_s{steps}"]
     rows = _table(page, "PSNR gain of the model over the input")[2:]
     assert len(rows) == 15
     domain = None
@@ -143,11 +144,11 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
             assert f"{value:+.2f} dB</div>" in shown, key
     # the held-out chart families: their own summary, PSNR and gain tables
     held = report["held_out"]
-    held_cells = sum(len(by_level) for by_level in held["psnr_gain_s4"].values())
+    held_cells = sum(len(by_level) for by_level in held[f"psnr_gain_s{steps}"].values())
     assert held_cells and len(_table(page, "Held-out PSNR gain")[2:]) == held_cells
     assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
-    assert f"{held['summary']['psnr_gain_s4']:+.2f} dB</div>" in page
-    tabled = {"psnr", "ssim", "chart", "sweep", "summary", "psnr_gain_s4", "held_out"}
+    assert f"{held['summary'][f'psnr_gain_s{steps}']:+.2f} dB</div>" in page
+    tabled = {"psnr", "ssim", "chart", "sweep", "summary", f"psnr_gain_s{steps}", "held_out"}
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:
