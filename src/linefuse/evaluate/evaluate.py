@@ -118,6 +118,7 @@ class _Scores:
     showcase: dict = field(default_factory=dict)  # (domain, level) -> (blurred, restored, sharp)
     sharp: dict = field(default_factory=dict)  # image_id -> its sharp image, for the sharp row
     sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
+    sharp_figures: dict = field(default_factory=dict)  # image_id -> its sharp image's _figures
 
 
 def evaluate(params: Params, device: Choice) -> dict:
@@ -241,8 +242,15 @@ def _score_level(
             scores.psnr[domain][level][name].append(psnr(image, sharp, settings))
             scores.ssim[domain][level][name].append(ssim(image, sharp, settings))
         truth = truths.get(meta["image_id"])
-        for name, image in (("input", blurred), (model, methods[model]), ("sharp", sharp)):
-            for figure, value in _figures(image, sharp, truth).items():
+        if meta["image_id"] not in scores.sharp_figures:  # the same sharp image in every cell
+            scores.sharp_figures[meta["image_id"]] = _figures(sharp, sharp, truth)
+        rows = {
+            "input": _figures(blurred, sharp, truth),
+            model: _figures(methods[model], sharp, truth),
+            "sharp": scores.sharp_figures[meta["image_id"]],
+        }
+        for name, figures in rows.items():
+            for figure, value in figures.items():
                 scores.chart[domain][level][name][figure].append(value)
         scores.showcase.setdefault((domain, level), (blurred, methods[model], sharp))
 
