@@ -20,6 +20,20 @@ def test_repo_params_are_valid():
     assert params.degrade.level("motion", "easy").length == (3, 7)
 
 
+def test_restore_steps_default_to_what_evaluate_scored():
+    params = load_params(ROOT / "params.yaml")
+    assert params.serve.default_steps is None
+    assert params.restore_steps == params.eval.steps
+    assert (
+        params.model_copy(
+            update={"eval": params.eval.model_copy(update={"steps": 3})}
+        ).restore_steps
+        == 3
+    )
+    serve = params.serve.model_copy(update={"default_steps": 7})
+    assert params.model_copy(update={"serve": serve}).restore_steps == 7
+
+
 def _fields(model: type[BaseModel], prefix: str = ""):
     """(dotted key, field) for every field of the params models, nested sections included."""
     for name, field in model.model_fields.items():

@@ -184,7 +184,7 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
             params,
             args.inputs,
             adapter,
-            args.steps,
+            args.steps or params.restore_steps,
             Path(args.out),
             seed=args.seed,
             device=device.value,
@@ -307,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"an adapter folder (default: {paths.LORA_DIR}/LEVEL "
         f"for the last level of train.curriculum, as serve uses)",
     )
-    restore.add_argument("--steps", type=int, default=25, help="DDIM steps (default: %(default)s)")
+    restore.add_argument(
+        "--steps", type=int, help="DDIM steps (default: serve.default_steps, else eval.steps)"
+    )
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
     restore.add_argument("--device", choices=DEVICES, help="overrides compute.device")

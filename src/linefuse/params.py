@@ -637,7 +637,7 @@ class TileParams(Strict):
 class ServeParams(Strict):
     max_upload_mb: Annotated[float, Field(gt=0.0)]
     max_pixels: Annotated[int, Field(ge=1)]
-    default_steps: Annotated[int, Field(ge=1, le=1000)]
+    default_steps: Annotated[int, Field(ge=1, le=1000)] | None  # None: eval.steps
     max_steps: Annotated[int, Field(ge=1, le=1000)]
     max_queue: Annotated[int, Field(ge=1)]
     max_batch: Annotated[int, Field(ge=1)]
@@ -692,6 +692,12 @@ class Params(Strict):
     serve: ServeParams
     launch: LaunchParams
     compute: ComputeParams
+
+    @property
+    def restore_steps(self) -> int:
+        """The DDIM steps `linefuse restore` and serve use unless told: serve.default_steps, or
+        when that is null the count evaluate scored (eval.steps)."""
+        return self.serve.default_steps or self.eval.steps
 
     @model_validator(mode="after")
     def _per_domain_domains_are_degrade_domains(self) -> Params:

@@ -90,7 +90,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     async def restore(
         request: Request,
         file: UploadFile = File(..., description="the blurred image"),
-        steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
+        steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
@@ -106,7 +106,7 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     async def restore_batch(
         request: Request,
         files: list[UploadFile] = File(..., description="the blurred images"),
-        steps: int = Query(settings.default_steps, ge=1, le=settings.max_steps),
+        steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
