@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from linefuse.data.charts import (
     render_plan,
 )
 from linefuse.data.images import find_images
+from linefuse.evaluate.curves import _furniture_mask, read_truth
 from linefuse.params import ChartParams, ParamsError, load_params, parse_params
 
 from conftest import ROOT, tiny_params
@@ -112,7 +114,7 @@ def test_png_csv_and_sidecar_agree(tmp_path):
         sidecar = json.loads(stem.with_suffix(".json").read_text())
         text = stem.with_suffix(".json").read_text()
         assert text == json.dumps(sidecar, sort_keys=True) + "\n"  # sorted, one line
-        assert set(sidecar) == SIDECAR_KEYS | {"series"}
+        assert set(sidecar) == SIDECAR_KEYS | {"series", "furniture"}
         with Image.open(stem.with_suffix(".png")) as image:
             assert image.mode == "RGB" and image.info.keys() <= {"dpi"}  # no Software, no dates
             pixels = np.asarray(image)
@@ -232,6 +234,59 @@ def test_plot_box_is_the_drawn_axes():
         assert abs(rows.min() - top) <= 1 and abs(rows.max() + 1 - bottom) <= 1, sidecar
         # and it is the figure's only green: nothing else was painted with it
         assert green[int(np.ceil(top)) : int(bottom), int(np.ceil(left)) : int(right)].all()
+
+
+def test_furniture_covers_what_the_grid_and_legend_draw(tmp_path):
+    """One chart drawn bare and with a grid, a framed legend and an annotation: the pixels these
+    change inside the plot box lie under the sidecar's furniture (but for the arrow, which the
+    reader leaves to the curve's continuity), and the furniture covers little else."""
+    cfg = charts(tint_prob=0.0)
+    for index in range(4):
+        bare = dataclasses.replace(
+            plan_chart(cfg, index),
+            style="default",
+            legend=None,
+            annotate=False,
+            grid_flip=False,
+            extra={"axes.grid": False},
+        )
+        furnished = dataclasses.replace(
+            bare, legend=("upper right", True), annotate=True, extra={"axes.grid": True}
+        )
+        (plain, plain_sidecar), (image, sidecar) = render_plan(bare), render_plan(furnished)
+        assert sidecar["plot_box"] == plain_sidecar["plot_box"]
+        assert len(sidecar["furniture"]["boxes"]) == 2  # the legend and the annotation's text
+        png = tmp_path / f"chart_{index:05d}.png"
+        Image.fromarray(image).save(png)
+        png.with_suffix(".json").write_text(json.dumps(sidecar))
+        header = ",".join(["wavelength"] + [s["column"] for s in sidecar["series"]])
+        np.savetxt(png.with_suffix(".csv"), bare.table, delimiter=",", header=header, comments="")
+        truth = read_truth(png)
+        left, top, right, bottom = truth.plot_box
+        rows = slice(math.ceil(top + 2), math.floor(bottom - 2))
+        cols = slice(math.ceil(left + 2), math.floor(right - 2))
+        covered = _furniture_mask(
+            truth,
+            np.arange(rows.start, rows.stop) + 0.5,
+            np.arange(cols.start, cols.stop) + 0.5,
+            list(truth.lines),
+        )
+        changed = np.abs(image[rows, cols].astype(int) - plain[rows, cols]).max(axis=2) > 40
+        assert changed.sum() > 1000
+        assert (changed & ~covered).mean() < 0.03 * changed.mean()  # measured 0 to 1.8 %
+        assert covered.mean() < 0.4  # measured 17 to 34 % (the legend's box, whole)
+
+
+def test_series_colours_differ_when_the_first_is_forced_black():
+    """grayscale's colour cycle starts with black: a forced-black first series must not share it
+    with the second, or only a dash pattern would tell the two apart."""
+    cfg = charts(series=[3, 3], black_prob=1.0, colormap_prob=0.0)
+    plan = dataclasses.replace(plan_chart(cfg, 0), style="grayscale")
+    assert plan.series[0].color == (0.0, 0.0, 0.0) and plan.series[1].color is None
+    _, sidecar = render_plan(plan)
+    colours = np.array([s["color"] for s in sidecar["series"]])
+    gaps = np.abs(colours[:, None] - colours[None]).max(axis=2)
+    assert gaps[np.triu_indices(3, 1)].min() > 50  # measured 102: black, 0.6 and 0.7 grey
 
 
 def test_styles_vary():

@@ -309,7 +309,7 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
         x = plan.table[:, 0]
         lines = []
         for k, s in enumerate(plan.series):
-            style = {"color": s.color} if s.color is not None else {}
+            style = {"color": _series_colour(plan.series, k, rc)}
             if s.marker is not None:
                 style |= {
                     "marker": s.marker,
@@ -344,7 +344,7 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
             main = plan.table[:, 1]
             peak = int(np.argmax(main))
             right_half = x[peak] > (x[0] + x[-1]) / 2
-            ax.annotate(
+            note = ax.annotate(
                 f"{x[peak]:.0f} nm",
                 xy=(x[peak], main[peak]),
                 xytext=(-30 if right_half else 12, -12),
@@ -358,6 +358,7 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
             figure.tight_layout(pad=plan.pad)
         canvas.draw()
         rgba = np.asarray(canvas.buffer_rgba())
+        furniture = plot_furniture(ax, canvas.get_renderer(), note if plan.annotate else None)
         box = ax.get_window_extent()
         xlim, ylim = ax.get_xlim(), ax.get_ylim()
         series = [
@@ -390,8 +391,66 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
         "xlim": [round(float(v), 6) for v in xlim],
         "ylim": [round(float(v), 6) for v in ylim],
         "series": series,
+        "furniture": furniture,
     }
     return rgb, sidecar
+
+
+def _series_colour(series: tuple[SeriesPlan, ...], k: int, rc) -> tuple[float, float, float]:
+    """Series k's colour: its planned one, else the style's cycle in order, skipping colours
+    near a planned one. A style whose cycle starts with black (grayscale) would otherwise draw
+    a second series in the forced-black first series' colour: two lines only a dash tells apart,
+    which no one draws on purpose and which leaves the main series unreadable by colour."""
+    from matplotlib.colors import to_rgb
+
+    if series[k].color is not None:
+        return series[k].color
+    taken = [np.array(s.color) for s in series if s.color is not None]
+    cycle = [to_rgb(c) for c in rc["axes.prop_cycle"].by_key()["color"]]
+    free = [c for c in cycle if all(np.abs(np.array(c) - t).max() > 0.2 for t in taken)]
+    unplanned = sum(s.color is None for s in series[:k])
+    return (free or cycle)[unplanned % len(free or cycle)]
+
+
+def plot_furniture(ax, renderer, note=None) -> dict:
+    """What else the plot box shows, in image pixels (y down): the boxes of the legend and of
+    the annotation `note`'s text, and the visible grid lines as polylines with their width and
+    the colour they show. A curve reader masks them out: in the series' own colour (a black grid
+    or legend frame on a black line) nothing in the pixels tells them from the curve. The
+    annotation's arrow is left out: it ends at the peak, whose pixels a mask would hide."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.text import Text
+
+    height = renderer.height
+
+    def box(e) -> list[float]:
+        return [round(float(v), 2) for v in (e.x0, height - e.y1, e.x1, height - e.y0)]
+
+    def line(xy: np.ndarray, width_pt: float, colour, alpha: float | None) -> dict:
+        """A polyline and the colour it shows: its own, blended over the axes' face by alpha."""
+        shown = np.array(to_rgb(colour))
+        if alpha is not None:
+            shown = alpha * shown + (1.0 - alpha) * np.array(to_rgb(ax.get_facecolor()))
+        return {
+            "points": [[round(x, 2), round(height - y, 2)] for x, y in xy.tolist()],
+            "width_px": round(float(renderer.points_to_pixels(width_pt)), 4),
+            "color": _rgb255(shown),
+        }
+
+    boxes = (
+        [box(ax.get_legend().get_window_extent(renderer))] if ax.get_legend() is not None else []
+    )
+    lines = []
+    for axis in (ax.xaxis, ax.yaxis):
+        low, high = sorted(axis.get_view_interval())
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+            grid = tick.gridline
+            if grid.get_visible() and grid.get_linewidth() > 0 and low <= tick.get_loc() <= high:
+                xy = grid.get_transform().transform(grid.get_xydata())
+                lines.append(line(xy, grid.get_linewidth(), grid.get_color(), grid.get_alpha()))
+    if note is not None:
+        boxes.append(box(Text.get_window_extent(note, renderer)))  # the text, not the arrow
+    return {"boxes": boxes, "lines": lines}
 
 
 def draw_chart(

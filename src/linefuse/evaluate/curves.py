@@ -17,6 +17,9 @@ from pathlib import Path
 import numpy as np
 
 SPINE_INSET_PX = 2.0  # rows and columns this close to the plot box's edge hold the axes' spines
+FURNITURE_MARGIN_PX = (
+    1.0  # around the sidecar's boxes and lines (legend, text, grid): anti-aliasing
+)
 
 # Pixels. A pixel's distance off the background-to-series blend per unit of its coverage is its
 # hue error: up to HUE_KEEP it is the series (JPEG's subsampled chroma reaches about 0.25), from
@@ -52,7 +55,9 @@ class ChartTruth:
     """What one chart drew: its pixel-to-data mapping and its main series.
 
     plot_box is (left, top, right, bottom) in image pixels; colour is 0-255 RGB; wavelength
-    ascends.
+    ascends. boxes and lines are the sidecar's furniture (legend and text boxes; grid lines as
+    polylines with their width and colour), in image pixels: never the curve. A sidecar without
+    furniture (a user's own) has none.
     """
 
     width: int
@@ -65,6 +70,8 @@ class ChartTruth:
     linestyle: str
     wavelength: np.ndarray
     intensity: np.ndarray
+    boxes: tuple[tuple[float, float, float, float], ...] = ()
+    lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = ()
 
 
 def read_truth(png_path: Path | str) -> ChartTruth | None:
@@ -85,6 +92,18 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
         y0, y1 = (float(v) for v in sidecar["ylim"])
         if right <= left or bottom <= top or x0 == x1 or y0 == y1 or len(wavelength) < 2:
             raise ValueError("degenerate plot box, axis limits or spectrum")
+        furniture = sidecar.get("furniture", {})
+        boxes = tuple(tuple(float(v) for v in b) for b in furniture.get("boxes", []))
+        if any(len(b) != 4 for b in boxes):
+            raise ValueError("a furniture box needs four numbers")
+        lines = tuple(
+            (
+                np.array(line["points"], dtype=float).reshape(-1, 2),
+                float(line["width_px"]),
+                _rgb255(line["color"]),
+            )
+            for line in furniture.get("lines", [])
+        )
         return ChartTruth(
             width=int(sidecar["width"]),
             height=int(sidecar["height"]),
@@ -96,6 +115,8 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             linestyle=str(main.get("linestyle", "-")),
             wavelength=wavelength[order],
             intensity=intensity[order],
+            boxes=boxes,
+            lines=lines,
         )
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, StopIteration):
         return None
@@ -111,7 +132,19 @@ def _rgb255(colour: list) -> tuple[float, float, float]:
     return tuple(v * 255.0 for v in rgb) if unit_floats else tuple(rgb)
 
 
-def _series_ink(box: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, ...]:
+def _background(box: np.ndarray) -> np.ndarray:
+    """The plot area's bare colour: each channel's most common value, not its median: a blurred
+    grid and curves can tint more than half the plot area, but no single tint of theirs is as
+    common as the bare background."""
+    pixels = box.reshape(-1, 3)
+    return np.array(
+        [np.bincount(pixels[:, c], minlength=256).argmax() for c in range(3)], dtype=np.float32
+    )
+
+
+def _series_ink(
+    box: np.ndarray, background: np.ndarray, colour: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """(h, w) amount of series colour in each pixel, 0..1, how far its hue is from the series',
     and whether it is something else drawn over the plot area (a crossing series, a letter).
 
@@ -120,14 +153,8 @@ def _series_ink(box: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, ...]:
     a column's summed coverage is the line's width whatever the blur. A pixel's distance off the
     blend per unit of coverage is its hue error: a faint grey halo is as far off as a solid grey
     line, while noise is off by about the same small amount at any coverage. Pixels clearly off
-    (other series, a grey grid on a coloured line, text in another colour) hold no ink. The
-    background is each channel's most common value, not its median: a blurred grid and curves can
-    tint more than half the plot area, but no single tint of theirs is as common as the bare
-    background.
+    (other series, a grey grid on a coloured line, text in another colour) hold no ink.
     """
-    pixels = box.reshape(-1, 3)
-    modes = [np.bincount(pixels[:, c], minlength=256).argmax() for c in range(3)]
-    background = np.array(modes, dtype=np.float32)
     blend = colour - background
     blend_sq = float(blend @ blend)
     if blend_sq < 1.0:  # series drawn in the background's colour: nothing can be read
@@ -135,7 +162,7 @@ def _series_ink(box: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, ...]:
         return nothing, nothing, nothing.astype(bool)
     offset = box.astype(np.float32) - background
     coverage = (offset @ blend) / blend_sq
-    distance_sq = np.einsum("ijk,ijk->ij", offset, offset) / blend_sq  # from the background
+    distance_sq = np.einsum("...k,...k->...", offset, offset) / blend_sq  # from the background
     # Pythagoras: squared distance off the blend = squared distance - squared length along it
     off_blend_sq = distance_sq - coverage**2
     # beyond the series colour along the blend (black on a grey series' blend) is off it too
@@ -148,10 +175,10 @@ def _series_ink(box: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, ...]:
 
 def _trace(
     image: np.ndarray, truth: ChartTruth, offset: tuple[int, int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every plot-box column in view that the spectrum spans (the rest had nothing to draw): its
-    wavelength, whether it shows the curve, and the curve's intensity there (meaningless where it
-    does not)."""
+    wavelength, whether it shows the curve, and the curve's intensity there, the column's mean
+    and at a peak or valley its extreme (meaningless where it does not show the curve)."""
     top_offset, left_offset = offset
     left, top, right, bottom = truth.plot_box
     # crop pixels whose chart-pixel centres lie inside the box, clear of the spines, clipped
@@ -163,29 +190,69 @@ def _trace(
     (x0, x1), (y0, y1) = truth.xlim, truth.ylim
     wavelengths = x0 + (col_centres - left) / (right - left) * (x1 - x0)
     inked = np.zeros(len(col_centres), dtype=bool)
-    centre_row = np.zeros(len(col_centres))
+    centre_row, crest_row = np.zeros(len(col_centres)), np.zeros(len(col_centres))
     if end_row > first_row and len(col_centres) > 0:
         box = image[first_row:end_row, first_col:end_col, :3]
         row_centres = np.arange(first_row, end_row) + top_offset + 0.5
-        path_cols, path_rows = _follow_line(box, row_centres, truth)
+        path_cols, path_centres, path_crests = _follow_line(box, row_centres, col_centres, truth)
         inked[path_cols] = True
-        centre_row[path_cols] = path_rows
-    intensity = y0 + (bottom - centre_row) / (bottom - top) * (y1 - y0)
+        centre_row[path_cols], crest_row[path_cols] = path_centres, path_crests
+    intensity, crest = (
+        y0 + (bottom - rows) / (bottom - top) * (y1 - y0) for rows in (centre_row, crest_row)
+    )
     spanned = (wavelengths >= truth.wavelength[0]) & (wavelengths <= truth.wavelength[-1])
-    return wavelengths[spanned], inked[spanned], intensity[spanned]
+    return wavelengths[spanned], inked[spanned], intensity[spanned], crest[spanned]
+
+
+def _furniture_mask(
+    truth: ChartTruth,
+    row_centres: np.ndarray,
+    col_centres: np.ndarray,
+    lines: list[tuple[np.ndarray, float, tuple[float, float, float]]],
+) -> np.ndarray:
+    """(rows, cols) True where a pixel's centre is within FURNITURE_MARGIN_PX of a legend or
+    text box, or of one of `lines` beyond half its width."""
+    y, x = row_centres[:, None], col_centres[None, :]
+    mask = np.zeros((len(row_centres), len(col_centres)), dtype=bool)
+    m = FURNITURE_MARGIN_PX
+    for left, top, right, bottom in truth.boxes:
+        mask |= (x >= left - m) & (x <= right + m) & (y >= top - m) & (y <= bottom + m)
+    for points, width, _ in lines:
+        reach_sq = (width / 2 + m) ** 2
+        for (x0, y0), (x1, y1) in zip(points[:-1], points[1:], strict=True):
+            dx, dy = x1 - x0, y1 - y0
+            along = ((x - x0) * dx + (y - y0) * dy) / max(dx * dx + dy * dy, 1e-12)
+            along = np.clip(along, 0.0, 1.0)
+            mask |= (x - x0 - along * dx) ** 2 + (y - y0 - along * dy) ** 2 <= reach_sq
+    return mask
 
 
 def _follow_line(
-    box: np.ndarray, row_centres: np.ndarray, truth: ChartTruth
-) -> tuple[np.ndarray, np.ndarray]:
-    """The box's columns that show the line and the line's centre row in each (chart pixels).
+    box: np.ndarray, row_centres: np.ndarray, col_centres: np.ndarray, truth: ChartTruth
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The box's columns that show the line, and the line's centre row and crest row in each
+    (chart pixels; see _crest_rows).
 
     A column's ink comes in runs of strong pixels, contiguous but for pixels of other ink (where
     another series crosses a steep flank, the flank stays one run): the line, and maybe a grid
     line, a tick, a legend or a letter in the series' own colour. Each column keeps the run on
-    the most continuous path across the plot, and its ink-weighted centre.
+    the most continuous path across the plot, and its ink-weighted centre. The sidecar's legend
+    and text boxes are other ink whatever their colour, and so are its lines (the grid) whose
+    colour would be strong ink of the series: a grey grid on a blue line is told apart by hue
+    and a pale one on a black line is weak, and masking them would only hide the curve where it
+    crosses them (a dashed line then loses its way).
     """
-    ink, hue_error, other_ink = _series_ink(box, np.asarray(truth.colour, dtype=np.float32))
+    colour = np.asarray(truth.colour, dtype=np.float32)
+    background = _background(box)
+    ink, hue_error, other_ink = _series_ink(box, background, colour)
+    lines = [
+        line
+        for line in truth.lines
+        if _series_ink(np.asarray(line[2], dtype=np.float32), background, colour)[0] >= RUN_FRACTION
+    ]
+    furniture = _furniture_mask(truth, row_centres, col_centres, lines)
+    ink[furniture] = 0.0
+    other_ink |= furniture
     column_peak = ink.max(axis=0)
     usual_peak = np.median(column_peak[column_peak > 0]) if column_peak.any() else 0.0
     strong = ink >= RUN_FRACTION * np.maximum(column_peak, USUAL_SHARE * usual_peak)
@@ -209,7 +276,7 @@ def _follow_line(
     amount = per_run(strong_ink)
     enough = amount >= MIN_INK * truth.linewidth_px
     if not enough.any():
-        return cols[enough], np.zeros(0)
+        return cols[enough], np.zeros(0), np.zeros(0)
     amount = amount[enough]
     centres = per_run(strong_ink * row_centres[:, None])[enough] / amount
     costs = HUE_COST * per_run(strong_ink * hue_error)[enough] / amount
@@ -219,7 +286,40 @@ def _follow_line(
     runs = cols.tolist(), tops.tolist(), bottoms.tolist(), costs.tolist()
     skip_cost = DASH_SKIP_COST if dash_gap else SKIP_COST
     on_path = _most_continuous(*runs, free_gap=1.0 + dash_gap, skip_cost=skip_cost)
-    return cols[on_path], centres[on_path]
+    cols, tops, bottoms, peaks = cols[on_path], tops[on_path], bottoms[on_path], run_peak[on_path]
+
+    def coverage(rows: np.ndarray) -> np.ndarray:  # of a pixel in each path column, 0..1
+        inside = (rows >= 0) & (rows < ink.shape[0])
+        rows = np.clip(rows, 0, ink.shape[0] - 1)
+        return np.where(inside, np.clip(ink[rows, cols] / peaks, 0.0, 1.0), 0.0)
+
+    # sub-pixel edges: the edge pixel's and its outer neighbour's uncovered share
+    top_edges = row_centres[tops] + 0.5 - coverage(tops) - coverage(tops - 1)
+    bottom_edges = row_centres[bottoms] - 0.5 + coverage(bottoms) + coverage(bottoms + 1)
+    crests = _crest_rows(centres[on_path], top_edges, bottom_edges, truth)
+    return cols, centres[on_path], crests
+
+
+def _crest_rows(
+    centres: np.ndarray, top_edges: np.ndarray, bottom_edges: np.ndarray, truth: ChartTruth
+) -> np.ndarray:
+    """The curve's extreme row at each run on the path: the run's ink-weighted centre, except at
+    a peak or a valley. There a column holds both flanks, whose ink centres well below a narrow
+    peak's apex (peak heights 1.5 % of the intensity range low in the median sharp default
+    chart); the apex is half a line width in from the run's top (bottom) edge. Peak heights read
+    crests; the curve's RMSE reads centres, the column's mean, which is what a sampled curve's
+    value at a column centre is closest to (on noise, crests are 1.2x worse)."""
+    rows = centres.copy()
+    if len(rows) < 3:
+        return rows
+    half_width = truth.linewidth_px / 2
+    mid = slice(1, -1)
+    peak = (top_edges[mid] <= top_edges[:-2]) & (top_edges[mid] <= top_edges[2:])
+    valley = (bottom_edges[mid] >= bottom_edges[:-2]) & (bottom_edges[mid] >= bottom_edges[2:])
+    crest, trough = top_edges[mid] + half_width, bottom_edges[mid] - half_width
+    rows[mid] = np.where(peak, np.minimum(rows[mid], crest), rows[mid])
+    rows[mid] = np.where(valley & ~peak, np.maximum(rows[mid], trough), rows[mid])
+    return rows
 
 
 def _between(mask: np.ndarray, reach: int) -> np.ndarray:
@@ -300,7 +400,7 @@ def extract_curve(
     image is (H, W, 3) uint8, the whole chart or a crop of it whose pixel (r, c) is the chart's
     pixel (r + offset[0], c + offset[1]).
     """
-    wavelengths, inked, intensity = _trace(image, truth, offset)
+    wavelengths, inked, intensity, _ = _trace(image, truth, offset)
     return wavelengths[inked], intensity[inked]
 
 
@@ -310,16 +410,16 @@ def curve_errors(
     """The main series' errors against the CSV, in nm and intensity units, and how much of it
     is there.
 
-    The truth is the CSV interpolated at the wavelengths of the plot-box columns in view that the
-    spectrum spans. curve_rmse is over the columns that show the curve (a dashed line is judged
-    on its dashes) and curve_coverage is their fraction, so a restorer that erases part of the
-    line does not score on the columns it left; the truth's peak is over all columns, so erasing
-    a peak is a height error. Peaks are positioned to the nearest of the columns within one pixel
-    row of each maximum: two peaks of nearly one height swap places at the slightest change,
-    which says nothing about the restoration. With no column showing the curve the errors are
-    NaN and the coverage 0.
+    curve_rmse compares each plot-box column in view that shows the curve (a dashed line is
+    judged on its dashes) with the CSV interpolated at its wavelength; curve_coverage is the
+    share of the columns in view that the spectrum spans that show it, so a restorer that erases
+    part of the line does not score on the columns it left. The peak is the CSV's largest value
+    in view, against the curve's highest crest, so erasing a peak is a height error. Peaks are
+    positioned to the nearest of the points within a line width of each maximum: two peaks of
+    nearly one height swap places at the slightest change, which says nothing about the
+    restoration. With no column showing the curve the errors are NaN and the coverage 0.
     """
-    wavelengths, inked, intensity = _trace(image, truth, offset)
+    wavelengths, inked, intensity, crest = _trace(image, truth, offset)
     if not inked.any():
         nan = float("nan")
         return {
@@ -330,13 +430,19 @@ def curve_errors(
         }
     left, top, right, bottom = truth.plot_box
     row_height = abs(truth.ylim[1] - truth.ylim[0]) / (bottom - top)
-    expected = np.interp(wavelengths, truth.wavelength, truth.intensity)
-    found, at = intensity[inked], wavelengths[inked]
-    found_peaks = at[found >= found.max() - row_height]
-    expected_peaks = wavelengths[expected >= expected.max() - row_height]
+    half_column = abs(truth.xlim[1] - truth.xlim[0]) / (right - left) / 2
+    in_view = (truth.wavelength >= wavelengths[0] - half_column) & (
+        truth.wavelength <= wavelengths[-1] + half_column
+    )
+    drawn, drawn_at = truth.intensity[in_view], truth.wavelength[in_view]
+    found, crests, at = intensity[inked], crest[inked], wavelengths[inked]
+    tolerance = max(truth.linewidth_px, 1.0) * row_height
+    found_peaks = at[crests >= crests.max() - tolerance]
+    expected_peaks = drawn_at[drawn >= drawn.max() - tolerance]
+    expected = np.interp(at, truth.wavelength, truth.intensity)
     return {
         "peak_position_error": float(np.abs(np.subtract.outer(found_peaks, expected_peaks)).min()),
-        "peak_height_error": float(abs(found.max() - expected.max())),
-        "curve_rmse": float(np.sqrt(np.mean((found - expected[inked]) ** 2))),
+        "peak_height_error": float(abs(crests.max() - drawn.max())),
+        "curve_rmse": float(np.sqrt(np.mean((found - expected) ** 2))),
         "curve_coverage": float(inked.mean()),
     }
