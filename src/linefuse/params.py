@@ -607,6 +607,7 @@ class IntervalParams(Strict):
 
 class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
+    shrink: Annotated[float, Field(ge=0.0, le=255.0)]
     sweep: SweepParams
     batch_size: Annotated[int, Field(ge=1)]
     seed: int

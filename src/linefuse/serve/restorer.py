@@ -84,6 +84,7 @@ class Restorer:
             should_stop,
         )
         restored = self._decode(restored_from(x0, condition, self.params.model))
+        restored = shrink_change(restored, pixels, self.params.eval.shrink)
         return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
 
     def _encode(self, pixels: torch.Tensor) -> torch.Tensor:
@@ -128,6 +129,21 @@ class Restorer:
                 for position, image in zip(chunk, restored, strict=True):
                     out[position] = image
         return out
+
+
+def shrink_change(
+    restored: torch.Tensor, blurred: torch.Tensor, grey_levels: float
+) -> torch.Tensor:
+    """The restoration with its change to the input soft-thresholded by `grey_levels` (0-255
+    scale; pixels in [-1, 1]): every pixel moves that much less, and not at all if it moved less.
+    The model's 1-step output carries a faint texture of its own, about a grey level, over the
+    whole chart: harmless on a blurred chart, it is most of the error on a sharp one. On the
+    default run's validation crops 2 grey levels lifted the sharp chart's worst PSNR from 43.0
+    to 46.9 dB for 0.09 dB of the mean gain."""
+    if grey_levels <= 0:
+        return restored
+    change = restored - blurred
+    return blurred + change.sign() * (change.abs() - grey_levels * 2.0 / 255.0).clamp(min=0.0)
 
 
 def restore_files(
