@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/loader.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/precision.py
+	$(BIN)/python benchmarks/curve_reader.py
 
 clean:
 	rm -rf data/source data/index data/shards data/embeddings models logs metrics .snakemake .linefuse

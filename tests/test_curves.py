@@ -17,7 +17,13 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts import plot_furniture
-from linefuse.evaluate.curves import ChartTruth, curve_errors, extract_curve, read_truth
+from linefuse.evaluate.curves import (
+    ChartTruth,
+    curve_errors,
+    extract_curve,
+    read_truth,
+    shown_columns,
+)
 
 DPI = 100
 LINE_WIDTH_PT = 1.2
@@ -291,6 +297,30 @@ def test_erased_line_has_no_coverage(sharp: tuple[ChartTruth, np.ndarray]) -> No
     errors = curve_errors(beheaded, truth)
     assert errors["curve_coverage"] > 0.95
     assert errors["peak_height_error"] > 0.2 * Y_RANGE  # measured 0.31: the 620 nm peak is next
+
+
+def test_a_peak_the_sharp_chart_does_not_show_is_not_judged(
+    sharp: tuple[ChartTruth, np.ndarray],
+) -> None:
+    """A dashed line's apex may fall in a gap: the sharp chart's own shown_columns restrict the
+    truth's peak to what it draws. Here the peak's top (above 0.9, from 475 to 485 nm) is blank."""
+    truth, image = sharp
+    left, top, right, bottom = truth.plot_box
+
+    def col(nm: float) -> float:
+        return left + (nm - XLIM[0]) / (XLIM[1] - XLIM[0]) * (right - left)
+
+    gap = image.copy()
+    gap[: round(bottom - 0.9 / Y_RANGE * (bottom - top)), round(col(475)) : round(col(485))] = 255
+    shown = shown_columns(gap, truth)
+    assert 0.97 < shown.mean() < 1.0
+    unjudged, judged = curve_errors(gap, truth), curve_errors(gap, truth, shown=shown)
+    assert unjudged["peak_height_error"] > 0.1 * Y_RANGE  # the apex (1.1) against about 0.92
+    # the gap's edge column holds the steep flank's cut end, 0.04 above its CSV value
+    assert judged["peak_height_error"] < 0.05 * Y_RANGE  # measured 0.044, unjudged 0.159
+    assert unjudged["peak_height_error"] > 3 * judged["peak_height_error"]
+    assert judged["peak_position_error"] < 4.0  # nm: the gap's edges
+    assert judged["curve_rmse"] == unjudged["curve_rmse"]
 
 
 def test_read_truth(tmp_path: Path) -> None:

@@ -404,8 +404,19 @@ def extract_curve(
     return wavelengths[inked], intensity[inked]
 
 
-def curve_errors(
+def shown_columns(
     image: np.ndarray, truth: ChartTruth, offset: tuple[int, int] = (0, 0)
+) -> np.ndarray:
+    """Which of the columns curve_errors judges show the curve in `image` (a sharp chart): the
+    `shown` that curve_errors takes."""
+    return _trace(image, truth, offset)[1]
+
+
+def curve_errors(
+    image: np.ndarray,
+    truth: ChartTruth,
+    offset: tuple[int, int] = (0, 0),
+    shown: np.ndarray | None = None,
 ) -> dict[str, float]:
     """The main series' errors against the CSV, in nm and intensity units, and how much of it
     is there.
@@ -414,7 +425,9 @@ def curve_errors(
     judged on its dashes) with the CSV interpolated at its wavelength; curve_coverage is the
     share of the columns in view that the spectrum spans that show it, so a restorer that erases
     part of the line does not score on the columns it left. The peak is the CSV's largest value
-    in view, against the curve's highest crest, so erasing a peak is a height error. Peaks are
+    in view (with `shown`, the sharp chart's shown_columns: in those columns; a dashed line's apex
+    may fall in a gap that no restoration should fill), against the curve's highest crest, so
+    erasing a peak is a height error. Peaks are
     positioned to the nearest of the points within a line width of each maximum: two peaks of
     nearly one height swap places at the slightest change, which says nothing about the
     restoration. With no column showing the curve the errors are NaN and the coverage 0.
@@ -431,9 +444,10 @@ def curve_errors(
     left, top, right, bottom = truth.plot_box
     row_height = abs(truth.ylim[1] - truth.ylim[0]) / (bottom - top)
     half_column = abs(truth.xlim[1] - truth.xlim[0]) / (right - left) / 2
-    in_view = (truth.wavelength >= wavelengths[0] - half_column) & (
-        truth.wavelength <= wavelengths[-1] + half_column
-    )
+    nearest = np.abs(truth.wavelength[:, None] - wavelengths[None, :]).argmin(axis=1)
+    in_view = np.abs(truth.wavelength - wavelengths[nearest]) <= half_column
+    if shown is not None and shown.any():
+        in_view &= shown[nearest]
     drawn, drawn_at = truth.intensity[in_view], truth.wavelength[in_view]
     found, crests, at = intensity[inked], crest[inked], wavelengths[inked]
     tolerance = max(truth.linewidth_px, 1.0) * row_height

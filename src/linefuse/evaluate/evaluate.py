@@ -30,7 +30,7 @@ from linefuse import paths
 from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
-from linefuse.evaluate.curves import ChartTruth, curve_errors, read_truth
+from linefuse.evaluate.curves import ChartTruth, curve_errors, read_truth, shown_columns
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.hardware import Choice, cpu_model
@@ -119,6 +119,7 @@ class _Scores:
     sharp: dict = field(default_factory=dict)  # image_id -> its sharp image, for the sharp row
     sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
     sharp_figures: dict = field(default_factory=dict)  # image_id -> its sharp image's _figures
+    sharp_shown: dict = field(default_factory=dict)  # image_id -> where it shows the curve
 
 
 def evaluate(params: Params, device: Choice) -> dict:
@@ -201,13 +202,20 @@ def _chart_truths(params: Params) -> dict[str, ChartTruth]:
     return {image_id: truth for image_id, truth in found.items() if truth is not None}
 
 
-def _figures(image: np.ndarray, sharp: np.ndarray, truth: ChartTruth | None) -> dict:
+def _offset(image: np.ndarray, truth: ChartTruth) -> tuple[int, int]:
+    """Where a sample, its chart's centred crop or the whole chart, lies in the chart."""
+    return (truth.height - image.shape[0]) // 2, (truth.width - image.shape[1]) // 2
+
+
+def _figures(
+    image: np.ndarray, sharp: np.ndarray, truth: ChartTruth | None, shown: np.ndarray | None
+) -> dict:
     """The line-fidelity errors of one image: in pixels from the column profile, and with the
-    chart's ground truth in its own units (the sample is its chart's centred crop, or whole)."""
+    chart's ground truth in its own units, judged where the sharp sample shows the curve
+    (`shown`, from curves.shown_columns)."""
     figures = chart_errors(image, sharp)
     if truth is not None:
-        offset = ((truth.height - image.shape[0]) // 2, (truth.width - image.shape[1]) // 2)
-        errors = curve_errors(image, truth, offset)
+        errors = curve_errors(image, truth, _offset(image, truth), shown)
         # charts plot counts, percent or a.u.: a mean over charts needs each chart's own scale
         span = float(np.ptp(truth.intensity)) or 1.0
         figures |= errors | {
@@ -241,13 +249,16 @@ def _score_level(
         for name, image in methods.items():
             scores.psnr[domain][level][name].append(psnr(image, sharp, settings))
             scores.ssim[domain][level][name].append(ssim(image, sharp, settings))
-        truth = truths.get(meta["image_id"])
-        if meta["image_id"] not in scores.sharp_figures:  # the same sharp image in every cell
-            scores.sharp_figures[meta["image_id"]] = _figures(sharp, sharp, truth)
+        image_id, truth = meta["image_id"], truths.get(meta["image_id"])
+        if image_id not in scores.sharp_figures:  # the same sharp image in every cell
+            shown = shown_columns(sharp, truth, _offset(sharp, truth)) if truth else None
+            scores.sharp_shown[image_id] = shown
+            scores.sharp_figures[image_id] = _figures(sharp, sharp, truth, shown)
+        shown = scores.sharp_shown[image_id]
         rows = {
-            "input": _figures(blurred, sharp, truth),
-            model: _figures(methods[model], sharp, truth),
-            "sharp": scores.sharp_figures[meta["image_id"]],
+            "input": _figures(blurred, sharp, truth, shown),
+            model: _figures(methods[model], sharp, truth, shown),
+            "sharp": scores.sharp_figures[image_id],
         }
         for name, figures in rows.items():
             for figure, value in figures.items():
