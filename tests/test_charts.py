@@ -266,10 +266,10 @@ def test_furniture_covers_what_the_grid_and_legend_draw(tmp_path):
         rows = slice(math.ceil(top + 2), math.floor(bottom - 2))
         cols = slice(math.ceil(left + 2), math.floor(right - 2))
         covered = _furniture_mask(
-            truth,
+            truth.boxes,
+            list(truth.lines),
             np.arange(rows.start, rows.stop) + 0.5,
             np.arange(cols.start, cols.stop) + 0.5,
-            list(truth.lines),
         )
         changed = np.abs(image[rows, cols].astype(int) - plain[rows, cols]).max(axis=2) > 40
         assert changed.sum() > 1000

@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 
 SPINE_INSET_PX = 2.0  # rows and columns this close to the plot box's edge hold the axes' spines
-FURNITURE_MARGIN_PX = (
-    1.0  # around the sidecar's boxes and lines (legend, text, grid): anti-aliasing
-)
+FURNITURE_MARGIN_PX = 1.0  # around the sidecar's boxes and lines: their anti-aliasing
 
 # Pixels. A pixel's distance off the background-to-series blend per unit of its coverage is its
 # hue error: up to HUE_KEEP it is the series (JPEG's subsampled chroma reaches about 0.25), from
@@ -205,17 +203,17 @@ def _trace(
 
 
 def _furniture_mask(
-    truth: ChartTruth,
+    boxes: tuple[tuple[float, float, float, float], ...],
+    lines: list[tuple[np.ndarray, float, tuple[float, float, float]]],
     row_centres: np.ndarray,
     col_centres: np.ndarray,
-    lines: list[tuple[np.ndarray, float, tuple[float, float, float]]],
 ) -> np.ndarray:
     """(rows, cols) True where a pixel's centre is within FURNITURE_MARGIN_PX of a legend or
     text box, or of one of `lines` beyond half its width."""
     y, x = row_centres[:, None], col_centres[None, :]
     mask = np.zeros((len(row_centres), len(col_centres)), dtype=bool)
     m = FURNITURE_MARGIN_PX
-    for left, top, right, bottom in truth.boxes:
+    for left, top, right, bottom in boxes:
         mask |= (x >= left - m) & (x <= right + m) & (y >= top - m) & (y <= bottom + m)
     for points, width, _ in lines:
         reach_sq = (width / 2 + m) ** 2
@@ -250,7 +248,7 @@ def _follow_line(
         for line in truth.lines
         if _series_ink(np.asarray(line[2], dtype=np.float32), background, colour)[0] >= RUN_FRACTION
     ]
-    furniture = _furniture_mask(truth, row_centres, col_centres, lines)
+    furniture = _furniture_mask(truth.boxes, lines, row_centres, col_centres)
     ink[furniture] = 0.0
     other_ink |= furniture
     column_peak = ink.max(axis=0)
@@ -427,10 +425,10 @@ def curve_errors(
     part of the line does not score on the columns it left. The peak is the CSV's largest value
     in view (with `shown`, the sharp chart's shown_columns: in those columns; a dashed line's apex
     may fall in a gap that no restoration should fill), against the curve's highest crest, so
-    erasing a peak is a height error. Peaks are
-    positioned to the nearest of the points within a line width of each maximum: two peaks of
-    nearly one height swap places at the slightest change, which says nothing about the
-    restoration. With no column showing the curve the errors are NaN and the coverage 0.
+    erasing a peak is a height error. Peaks are positioned to the nearest of the points within a
+    line width of each maximum: two peaks of nearly one height swap places at the slightest
+    change, which says nothing about the restoration. With no column showing the curve the
+    errors are NaN and the coverage 0.
     """
     wavelengths, inked, intensity, crest = _trace(image, truth, offset)
     if not inked.any():
