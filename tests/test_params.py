@@ -151,6 +151,12 @@ MUTATIONS = [
         "optim.identity_fraction",
         "less than 1",
     ),
+    (
+        "start fraction above one",
+        lambda p: p["optim"].update(start_fraction=1.5),
+        "optim.start_fraction",
+        "less than or equal to 1",
+    ),
     ("focus above one", lambda p: p["shards"].update(focus=1.5), "shards.focus", "1"),
     (
         "negative count",

@@ -157,6 +157,38 @@ def test_step_draws_timesteps_in_range_and_identity_pairs_reproducibly():
     assert not torch.equal(other.timesteps, draw.timesteps)
 
 
+def test_start_fraction_trains_where_the_sampler_starts():
+    """optim.start_fraction of the samples sit at the last timestep with x_t at the prior's mean
+    (zero): the input of every sampling run's first step, whatever its step count; the others
+    keep their timestep_range draw and their noise."""
+    from diffusers import DDIMScheduler
+
+    from linefuse.train.diffusion import noise_scheduler, noisy_and_target
+    from linefuse.train.loop import step_draw
+
+    raw = tiny_params()
+    raw["optim"].update(timestep_range=[700, 1000], identity_fraction=0.0, start_fraction=0.5)
+    params = parse_params(raw)
+    blurred, sharp = torch.zeros(2000, 3, 2, 2), torch.ones(2000, 3, 2, 2)
+    draw = step_draw(params, blurred, sharp, step=3, micro=0, rank=0)
+    noisy, target = noisy_and_target(
+        noise_scheduler(params.model), draw.x0, draw.noise, draw.timesteps
+    )
+    at_start = noisy.flatten(1).abs().amax(1) < 1e-3
+    assert float(at_start.float().mean()) == pytest.approx(0.5, abs=0.04)
+    assert torch.equal(draw.timesteps[at_start], torch.full_like(draw.timesteps[at_start], 999))
+    assert float(noisy[~at_start].std()) > 0.9  # the rest: noisy draws over the range
+    assert torch.equal(target, draw.x0)  # prediction_type sample: x0 either way
+    for steps in (1, 4, 25):
+        sampler = DDIMScheduler(num_train_timesteps=1000, timestep_spacing="trailing")
+        sampler.set_timesteps(steps)
+        assert int(sampler.timesteps[0]) == 999
+    raw["optim"]["start_fraction"] = 0.0
+    plain = step_draw(parse_params(raw), blurred, sharp, step=3, micro=0, rank=0)
+    assert torch.equal(plain.noise[~at_start], draw.noise[~at_start])
+    assert torch.equal(plain.timesteps[~at_start], draw.timesteps[~at_start])
+
+
 def test_kill_and_resume_ends_with_the_same_weights(trained_project, tmp_path):
     """SIGKILL train@easy after its first checkpoint; the rerun resumes and matches a clean run."""
     params = tiny_params()

@@ -427,6 +427,7 @@ class OptimParams(Strict):
     clip_grad_norm: Annotated[float, Field(gt=0.0)] | None
     warmup_steps: Annotated[int, Field(ge=0)]
     loss: LossWeights
+    start_fraction: Annotated[float, Field(ge=0.0, le=1.0)]
     timestep_range: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=1)]]
     identity_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]
     gradient_checkpointing: bool

@@ -57,6 +57,16 @@ def noisy_and_target(
     return noisy, scheduler.get_velocity(x0, noise, timesteps)
 
 
+def start_noise(x0: torch.Tensor, noise: torch.Tensor, model: ModelParams) -> torch.Tensor:
+    """The noise that puts x0 at the last timestep where `sample` starts: the prior's mean (zero)
+    for `model.sample_start: mean`, the seeded draw itself for `noise`. DDIM's "trailing"
+    spacing makes the last timestep the first step of every run, and all of a 1-step one."""
+    if model.sample_start == "noise":
+        return noise
+    alpha_bar = noise_scheduler(model).alphas_cumprod[-1]
+    return -x0 * (alpha_bar.sqrt() / (1 - alpha_bar).sqrt()).to(x0.device, x0.dtype)
+
+
 def weighted_loss(
     prediction: torch.Tensor, target: torch.Tensor, weights: LossWeights
 ) -> tuple[torch.Tensor, dict[str, float]]:

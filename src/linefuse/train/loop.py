@@ -29,7 +29,13 @@ from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
-from linefuse.train.diffusion import clean_signal, noise_scheduler, noisy_and_target, weighted_loss
+from linefuse.train.diffusion import (
+    clean_signal,
+    noise_scheduler,
+    noisy_and_target,
+    start_noise,
+    weighted_loss,
+)
 from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.model import (
     add_lora,
@@ -461,10 +467,12 @@ def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) 
     """Noise, timesteps and identity pairs come from (seed, step, micro-batch, rank): a resumed
     run draws the same.
 
-    Timesteps are drawn from `optim.timestep_range` (diffusers' "range" timestep bias): a
-    few-step sampler from the prior's mean visits only the noisiest ones. An
-    `optim.identity_fraction` of the samples gets the sharp image as its own condition, so the
-    model learns to leave a sharp input alone.
+    An `optim.start_fraction` of the samples is drawn where the sampler starts (the last
+    timestep, x_t at the prior's mean): what a 1-step restoration sees, and nothing else. The
+    rest draw t from `optim.timestep_range` (diffusers' "range" timestep bias): a few-step
+    sampler from the prior's mean visits only the noisiest. An `optim.identity_fraction` of the
+    samples gets the sharp image as its own condition, so the model learns to leave a sharp
+    input alone.
     """
     generator = torch.Generator().manual_seed(
         ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
@@ -476,6 +484,11 @@ def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) 
     noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
     low, high = params.optim.timestep_range
     timesteps = torch.randint(low, high, (batch,), generator=generator).to(x0.device)
+    start = (torch.rand(batch, generator=generator) < params.optim.start_fraction).to(x0.device)
+    if start.any():
+        timesteps = timesteps.masked_fill(start, params.model.train_timesteps - 1)
+        at_start = start_noise(x0, noise, params.model)
+        noise = torch.where(start[:, None, None, None], at_start, noise)
     return StepDraw(condition, x0, noise, timesteps)
 
 
