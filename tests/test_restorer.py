@@ -57,3 +57,21 @@ def test_shrink_leaves_a_sharp_chart_and_restores_a_blurred_one(trained_project)
         # the suite's tiny model (10 steps) leaves more than a grey level of texture: +1.0 to
         # +1.8 dB here; the default model's sharp charts gain 5 to 10 dB
         assert unchanged[1] > unchanged[0] + 0.5, unchanged
+
+
+def test_more_steps_than_the_model_was_trained_for_are_warned_once(trained_project, caplog):
+    """optim.start_fraction 1 trains the first DDIM step only: restoring in more steps still
+    works but says, once per model, that the later steps are untrained."""
+    with chdir(trained_project):
+        params = load_params("params.yaml")
+        assert params.optim.start_fraction == 1
+        restorer = Restorer(params, "models/lora/hard", "cpu")
+    chart = draw_chart(params.data.charts, 0, size_px=(64, 64))[0]
+    with caplog.at_level("WARNING", logger="linefuse"):
+        restorer.restore_image(chart, 1)
+        assert not caplog.records
+        for _ in range(2):
+            assert restorer.restore_image(chart, 2).shape == chart.shape
+    assert [r.getMessage()[:58] for r in caplog.records] == [
+        "2 DDIM steps: optim.start_fraction is 1, so the model was "
+    ]

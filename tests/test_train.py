@@ -141,7 +141,7 @@ def test_step_draws_timesteps_in_range_and_identity_pairs_reproducibly():
     from linefuse.train.loop import step_draw
 
     raw = tiny_params()
-    raw["optim"].update(timestep_range=[700, 1000], identity_fraction=0.25)
+    raw["optim"].update(timestep_range=[700, 1000], identity_fraction=0.25, start_fraction=0.0)
     params = parse_params(raw)
     blurred, sharp = torch.zeros(4000, 3, 2, 2), torch.ones(4000, 3, 2, 2)
     draw = step_draw(params, blurred, sharp, step=3, micro=0, rank=0)
@@ -264,7 +264,8 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
     done = subprocess.run(
         command, shell=True, cwd=project, env=ENV, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    rank1 = [line for line in done.stderr.splitlines() if line.startswith("[rank1]")]
+    assert done.returncode == 0, "\n".join(rank1[-20:]) + done.stderr[-3000:]
     ranks = [json.loads((project / f"logs/train/easy/rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["sample_digest"] != ranks[1]["sample_digest"]
     assert ranks[0]["samples_seen"] == ranks[1]["samples_seen"] == 10 * 8

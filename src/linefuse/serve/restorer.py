@@ -7,6 +7,7 @@ restored in a batch of its size and cropped back; a larger one is restored in ov
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,8 @@ from linefuse.serve.tiles import restore_tiled
 from linefuse.stage import UserError
 from linefuse.train.diffusion import restored_from, sample
 from linefuse.train.model import load_base, load_null_prompt
+
+log = logging.getLogger("linefuse")
 
 
 class Restorer:
@@ -56,6 +59,7 @@ class Restorer:
         unet_factor = 2 ** (len(self.unet.config.block_out_channels) - 1)
         vae_factor = 2 ** (len(self.vae.config.block_out_channels) - 1) if self.vae else 1
         self.multiple = unet_factor * vae_factor
+        self.warned_steps = False
 
     @torch.no_grad()
     def restore(
@@ -63,6 +67,14 @@ class Restorer:
     ) -> np.ndarray:
         """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3).
         `should_stop()`, asked before each step, stops it with SamplingCancelled."""
+        if steps > 1 and self.params.optim.start_fraction == 1 and not self.warned_steps:
+            self.warned_steps = True
+            log.warning(
+                "%d DDIM steps: optim.start_fraction is 1, so the model was trained for the first "
+                "step only and the later ones run it at timesteps it never saw (the default run: "
+                "1.5 dB below 1 step); restore in 1 step, or train with optim.start_fraction < 1",
+                steps,
+            )
         batch, height, width, _ = blurred.shape
         pixels = normalise(torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device))
         pad_y, pad_x = -height % self.multiple, -width % self.multiple
