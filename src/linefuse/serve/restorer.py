@@ -149,9 +149,9 @@ def shrink_change(
     """The restoration with its change to the input soft-thresholded by `grey_levels` (0-255
     scale; pixels in [-1, 1]): every pixel moves that much less, and not at all if it moved less.
     The model's 1-step output carries a faint texture of its own, about a grey level, over the
-    whole chart: harmless on a blurred chart, it is most of the error on a sharp one. On an
-    earlier default model's validation crops 2 grey levels lifted the sharp chart's worst PSNR
-    from 43.0 to 46.9 dB for 0.09 dB of the mean gain."""
+    whole chart: harmless on a blurred chart, it is most of the error on a sharp one. On the
+    default model's validation charts (9, whole) 4 grey levels lift the sharp chart's worst PSNR
+    from 42.6 dB at 2 to 45.1 dB for 0.10 dB of the mean gain."""
     if grey_levels <= 0:
         return restored
     change = restored - blurred
