@@ -21,11 +21,14 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from scipy.ndimage import convolve
 from skimage.color import rgb2ycbcr
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 
+from linefuse.data.degrade import blur_kernel
 from linefuse.data.readers import LmdbPairs
-from linefuse.evaluate.baselines import CLASSICAL, baselines
+from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.params import DOMAINS, MetricParams, load_params
@@ -91,6 +94,36 @@ def test_baselines_improve_over_the_input_on_gaussian_easy(tiny_project):
     assert set(baselines(blurred, "compression", {"quality": 50}, settings)) == {"unsharp"}
 
 
+@pytest.mark.parametrize(
+    ("domain", "drawn"),
+    [
+        ("gaussian", {"sigma": 0.5}),
+        ("gaussian", {"sigma": 2.5}),
+        ("motion", {"length": 15, "angle": 30.0}),
+    ],
+)
+def test_richardson_lucy_matches_scikit_image(tiny_project, domain, drawn):
+    """Our torch Richardson-Lucy against scikit-image's, per channel on the same padded copy."""
+    chart = sorted((tiny_project / "data/source").glob("*.png"))[0]
+    sharp = np.asarray(Image.open(chart).convert("RGB"))
+    kernel = blur_kernel(domain, drawn).astype(np.float32)
+    blurred = np.stack(
+        [convolve(sharp[..., c] / 255.0, kernel, mode="reflect") for c in range(3)], 2
+    )
+    blurred = np.clip(np.rint(blurred * 255), 0, 255).astype(np.uint8)
+    pad = max(kernel.shape) // 2 + 1
+    padded = np.pad(blurred / np.float32(255), ((pad, pad), (pad, pad), (0, 0)), mode="reflect")
+    reference = np.stack(
+        [skimage_richardson_lucy(padded[..., c], kernel, num_iter=30) for c in range(3)], axis=2
+    )
+    reference = np.clip(np.rint(reference[pad:-pad, pad:-pad] * 255), 0, 255).astype(np.uint8)
+    ours = richardson_lucy(blurred, kernel, 30)
+    difference = np.abs(ours.astype(int) - reference)
+    assert difference.max() <= 1 and (difference > 0).mean() < 0.01
+    rgb = MetricParams(color="rgb", crop_border=0)
+    assert psnr(ours, sharp, rgb) == pytest.approx(psnr(reference, sharp, rgb), abs=0.01)
+
+
 def test_chart_errors_see_a_moved_peak():
     sharp = np.full((60, 80, 3), 255, np.uint8)
     columns = np.arange(80)
@@ -143,7 +176,7 @@ def test_eval_json_has_the_shape_dvc_shows(evaluated):
     shortfall = report["sweep"][f"s{max(sweep)}"]["psnr"] - report["sweep"]["s4"]["psnr"]
     assert few["psnr_shortfall_db"] == pytest.approx(shortfall, abs=1e-3)
     assert few["speedup"] == pytest.approx(speed[max(sweep)] / speed[4], rel=0.01)
-    assert few["speedup"] > 3
+    assert few["speedup"] > 1.5  # 4 steps against 8
     # whole test images (shards.test_crop: null): the 96 x 64 charts, one row per cell
     grid = Image.open(evaluated / "reports/samples.png")
     assert grid.size == (3 * 96, len(DOMAINS) * len(LEVELS) * (64 + 2))

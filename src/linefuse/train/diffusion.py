@@ -8,6 +8,7 @@ result, which is what lets a small UNet beat its input within minutes on a CPU.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -63,8 +64,16 @@ def start_noise(x0: torch.Tensor, noise: torch.Tensor, model: ModelParams) -> to
     spacing makes the last timestep the first step of every run, and all of a 1-step one."""
     if model.sample_start == "noise":
         return noise
-    alpha_bar = noise_scheduler(model).alphas_cumprod[-1]
-    return -x0 * (alpha_bar.sqrt() / (1 - alpha_bar).sqrt()).to(x0.device, x0.dtype)
+    return -x0 * _signal_to_noise_at_start(model.train_timesteps, model.beta_schedule)
+
+
+@functools.cache
+def _signal_to_noise_at_start(train_timesteps: int, beta_schedule: str) -> float:
+    """sqrt(alpha_bar / (1 - alpha_bar)) at the last timestep (float32, as the scheduler holds
+    it); computed once, not on every training step."""
+    scheduler = DDPMScheduler(num_train_timesteps=train_timesteps, beta_schedule=beta_schedule)
+    alpha_bar = scheduler.alphas_cumprod[-1]
+    return float(alpha_bar.sqrt() / (1 - alpha_bar).sqrt())
 
 
 def weighted_loss(
