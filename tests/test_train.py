@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,14 @@ from peft import PeftModel
 from safetensors.torch import load_file
 
 from linefuse.params import parse_params
-from linefuse.train.diffusion import restored_from, sample, weighted_loss
+from linefuse.train.diffusion import noise_scheduler, restored_from, sample, weighted_loss
 from linefuse.train.embed import EmbeddedPairs
+from linefuse.train.loop import (
+    _validation_losses,
+    _warn_if_barely_restoring,
+    pretrain_job,
+    step_draw,
+)
 from linefuse.train.model import build_unet, load_base
 
 from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
@@ -57,6 +64,9 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     # measured 0.90 of it here: trained at t >= 700 (optim.timestep_range) the model must restore
     # from the condition alone, where the noisy target gives nothing away
     assert metrics["val_loss"] < 0.94 * untrained, (metrics["val_loss"], untrained)
+    # the same yardstick, as pretrain logs it: 3% of its draws are identity pairs, which cost 0
+    assert metrics["val_loss_unchanged"] == pytest.approx(untrained, rel=0.1)
+    assert metrics["val_loss"] < 0.94 * metrics["val_loss_unchanged"]
     for record in records:
         assert 0 <= record["data_wait_fraction"] <= 1 and record["samples_per_s"] > 0
         assert record["peak_rss_mb"] > 100
@@ -68,6 +78,24 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     ]
     assert metrics["trainable_params"] == metrics["total_params"] > 500_000
     assert metrics["steps"] == steps
+
+
+def test_a_model_that_returns_its_input_is_named_in_a_warning(trained_project, caplog):
+    """The untrained tiny UNet predicts a zero residual: exactly the unchanged input's loss."""
+    params = parse_params(tiny_params())
+    job = pretrain_job(params)
+    prompts = EmbeddedPairs(trained_project / "data/embeddings/easy", "val").prompt_embeddings()
+    with chdir(trained_project):
+        loss, unchanged = _validation_losses(
+            params, job, build_unet("tiny", 3), noise_scheduler(params.model), prompts, "cpu"
+        )
+    assert loss == pytest.approx(unchanged, rel=1e-6) and unchanged > 0.01
+    with caplog.at_level("WARNING", logger="linefuse"):
+        _warn_if_barely_restoring(job, loss, unchanged)
+        _warn_if_barely_restoring(job, 0.9 * unchanged, unchanged)
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "100% of what returning the input unchanged scores" in warning
+    assert "lower pretrain.lr" in warning
 
 
 def test_curriculum_adapters_are_peft_folders_and_small(trained_project):
@@ -138,7 +166,6 @@ def test_step_draws_timesteps_in_range_and_identity_pairs_reproducibly():
     """optim.timestep_range bounds every t; optim.identity_fraction of the samples get the sharp
     image as condition (so a zero residual to learn); the same (step, micro, rank) draws the
     same, another step draws anew."""
-    from linefuse.train.loop import step_draw
 
     raw = tiny_params()
     raw["optim"].update(timestep_range=[700, 1000], identity_fraction=0.25, start_fraction=0.0)
@@ -164,7 +191,6 @@ def test_start_fraction_trains_where_the_sampler_starts():
     from diffusers import DDIMScheduler
 
     from linefuse.train.diffusion import noise_scheduler, noisy_and_target
-    from linefuse.train.loop import step_draw
 
     raw = tiny_params()
     raw["optim"].update(timestep_range=[700, 1000], identity_fraction=0.0, start_fraction=0.5)

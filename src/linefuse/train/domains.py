@@ -46,6 +46,7 @@ def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Jo
         name=f"train_domains@{domain}",
         steps=per_domain.steps,
         lr=per_domain.lr,
+        lr_key="train.per_domain.lr",
         levels=list(params.degrade.levels),
         out_dir=out_dir,
         metrics_path=log_root / f"{domain}.json",

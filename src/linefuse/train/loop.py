@@ -70,6 +70,7 @@ class Job:
     name: str
     steps: int
     lr: float
+    lr_key: str  # where params.yaml sets lr, for messages
     levels: list[str]
     out_dir: Path
     metrics_path: Path
@@ -86,6 +87,7 @@ def pretrain_job(params: Params) -> Job:
         name="pretrain",
         steps=params.pretrain.steps,
         lr=params.pretrain.lr,
+        lr_key="pretrain.lr",
         levels=list(params.degrade.levels),
         out_dir=paths.BASE_DIR,
         metrics_path=paths.train_metrics("pretrain"),
@@ -104,6 +106,7 @@ def train_job(params: Params, level: str) -> Job:
         name=f"train@{level}",
         steps=params.train.curriculum[level].steps,
         lr=params.train.curriculum[level].lr,
+        lr_key=f"train.curriculum.{level}.lr",
         levels=params.train.training_levels(level),
         out_dir=paths.adapter(level),
         metrics_path=paths.train_metrics(level),
@@ -371,9 +374,10 @@ def run(params: Params, job: Job) -> dict:
     }
     accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
     if accelerator.is_main_process:
-        metrics["val_loss"] = _validation_loss(
+        metrics["val_loss"], metrics["val_loss_unchanged"] = _validation_losses(
             params, job, unwrapped, scheduler, prompt_table, accelerator.device
         )
+        _warn_if_barely_restoring(job, metrics["val_loss"], metrics["val_loss_unchanged"])
         logger.close(metrics)
         # all three outputs or none: each is renamed into place only once all are written
         with (
@@ -510,18 +514,21 @@ def step_loss(
 
 
 @torch.no_grad()
-def _validation_loss(
+def _validation_losses(
     params: Params, job: Job, model, scheduler, prompt_table, device
-) -> float | None:
-    """Mean loss over the val split with fixed noise, the same draw for every run and level."""
+) -> tuple[float | None, float | None]:
+    """Mean loss over the val split with fixed noise, the same draw for every run and level, and
+    that of a model returning its input unchanged on the same draw (x0 prediction only; else
+    None): what training has to beat."""
     if params.loader.reader != "embeddings":
-        return None
+        return None, None
     dirs = [paths.embeddings(level) for level in job.levels]
     if not all((d / "val.safetensors").is_file() for d in dirs):
-        return None
+        return None, None
     dataset = map_dataset("embeddings", dirs, "val", job.domain)
+    x0_prediction = params.model.prediction_type == "sample"
     model.eval()
-    losses = []
+    losses, unchanged = [], []
     for start in range(0, len(dataset), params.optim.batch_size):
         items = [
             dataset[i] for i in range(start, min(start + params.optim.batch_size, len(dataset)))
@@ -531,8 +538,33 @@ def _validation_loss(
         prompts = prompt_table[torch.tensor([item[2] for item in items])]
         loss, _ = step_loss(params, scheduler, model, blurred, sharp, prompts, start, 0, 0)
         losses.append(float(loss) * len(items))
+        if x0_prediction:
+            draw = step_draw(params, blurred, sharp, start, 0, 0)
+            same = clean_signal(draw.condition, draw.condition, params.model)
+            unchanged.append(float(weighted_loss(same, draw.x0, params.optim.loss)[0]) * len(items))
     model.train()
-    return sum(losses) / len(dataset) if len(dataset) else None
+    if not len(dataset):
+        return None, None
+    return sum(losses) / len(dataset), sum(unchanged) / len(dataset) if unchanged else None
+
+
+BARELY_RESTORING = 0.98  # of the unchanged input's val loss; the default pretrain ends at 0.76
+
+
+def _warn_if_barely_restoring(job: Job, loss: float | None, unchanged: float | None) -> None:
+    """A model stuck at returning its input (too high a learning rate can park it there: the
+    tiny UNet at pretrain.lr 4e-3) trains without error and scores a gain of 0; say so."""
+    if loss is None or unchanged is None or loss < BARELY_RESTORING * unchanged:
+        return
+    log.warning(
+        "%s: val loss %.4f is %.0f%% of what returning the input unchanged scores (%.4f): the "
+        "model barely restores, or has collapsed to the identity; lower %s or train longer",
+        job.name,
+        loss,
+        100 * loss / unchanged,
+        unchanged,
+        job.lr_key,
+    )
 
 
 def pretrain_or_copy(params: Params) -> dict:
