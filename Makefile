@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/precision.py
 	$(BIN)/python benchmarks/curve_reader.py
+	$(BIN)/python benchmarks/baselines.py
 
 clean:
 	rm -rf data/source data/index data/shards data/embeddings models logs metrics .snakemake .linefuse

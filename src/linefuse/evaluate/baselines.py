@@ -43,8 +43,8 @@ def richardson_lucy(blurred: np.ndarray, kernel: np.ndarray, iterations: int) ->
 
     Our own because it is measurably faster: the same iteration, with the kernel's and its
     mirror's transforms computed once per image instead of on every convolution, and the three
-    channels in one batch, ran 2.15x as fast as scikit-image's on 60 default test charts (2-core
-    AMD EPYC), no pixel more than one grey level from it (test_richardson_lucy_matches_...).
+    channels in one batch, ran 1.9-2.2x as fast as scikit-image's on the default charts (2-core
+    AMD EPYC, benchmarks/baselines.py), no pixel more than one grey level from it (the test).
     """
     pixels, pad = _padded(blurred, kernel)
     image = torch.from_numpy(pixels).permute(2, 0, 1)
