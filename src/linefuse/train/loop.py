@@ -508,6 +508,13 @@ def step_loss(
     rank: int,
 ) -> tuple[torch.Tensor, dict]:
     draw = step_draw(params, blurred, sharp, step, micro, rank)
+    return draw_loss(params, scheduler, model, draw, prompt_embeds)
+
+
+def draw_loss(
+    params: Params, scheduler, model, draw: StepDraw, prompt_embeds
+) -> tuple[torch.Tensor, dict]:
+    """The model's weighted loss on one draw."""
     noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
     prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
     return weighted_loss(prediction, target, params.optim.loss)
@@ -536,10 +543,10 @@ def _validation_losses(
         blurred = torch.stack([item[0] for item in items]).to(device)
         sharp = torch.stack([item[1] for item in items]).to(device)
         prompts = prompt_table[torch.tensor([item[2] for item in items])]
-        loss, _ = step_loss(params, scheduler, model, blurred, sharp, prompts, start, 0, 0)
+        draw = step_draw(params, blurred, sharp, start, 0, 0)
+        loss, _ = draw_loss(params, scheduler, model, draw, prompts)
         losses.append(float(loss) * len(items))
         if x0_prediction:
-            draw = step_draw(params, blurred, sharp, start, 0, 0)
             same = clean_signal(draw.condition, draw.condition, params.model)
             unchanged.append(float(weighted_loss(same, draw.x0, params.optim.loss)[0]) * len(items))
     model.train()
