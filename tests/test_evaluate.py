@@ -139,7 +139,7 @@ def test_chart_errors_see_a_moved_peak():
 def evaluated(trained_project, tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("evaluated") / "project"
     shutil.copytree(trained_project, project, symlinks=True)
-    assert run_cli(project, "evaluate") == 0
+    assert run_cli(project, "evaluate", "--workers", "2") == 0  # scored in forked workers
     return project
 
 
@@ -236,6 +236,50 @@ def test_the_held_out_families_are_scored_apart(evaluated):
         for level in LEVELS
         for split in ("test", "held_out")
     )
+
+
+def test_chart_summary_pools_every_image_of_the_split(evaluated):
+    """chart_summary: each figure over all test images, the model paired with its input. The pooled
+    mean is the sample-weighted mean of the cells' means, and the sharp chart read against itself
+    has no peak or area error at all."""
+    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    steps = tiny_params()["eval"]["steps"]
+    model, block = f"model_s{steps}", report[f"psnr_gain_s{steps}"]
+    total = report["summary"]["samples"]
+    for figure in ("peak_position_error_px", "integral_error"):  # defined on every image
+        pooled = report["chart_summary"][figure]
+        weighted = sum(
+            report["chart"][domain][level][model][figure] * cell["samples"]
+            for domain, by_level in block.items()
+            for level, cell in by_level.items()
+        )
+        assert pooled["images"] == total
+        assert pooled[model]["mean"] == pytest.approx(weighted / total, abs=1e-3)
+        assert pooled["sharp"] == {"mean": 0.0, "median": 0.0}
+        shares = pooled[f"{model}_below_input"] + pooled[f"{model}_above_input"]
+        assert 0 < shares <= 1
+    assert set(report["held_out"]["chart_summary"]) == set(report["chart_summary"])
+
+
+def test_scores_do_not_depend_on_the_worker_count(evaluated, tmp_path):
+    """evaluate scores in forked workers (default: all cores; the fixture's 2); in one process
+    every score is the same, only the timings differ."""
+    project = tmp_path / "project"
+    shutil.copytree(evaluated, project, symlinks=True)
+    assert run_cli(project, "evaluate", "--workers", "1") == 0
+    timed = {"machine", "sweep", "few_step"}
+    one, many = (
+        {
+            k: v
+            for k, v in json.loads((p / "metrics/eval.json").read_text()).items()
+            if k not in timed
+        }
+        for p in (project, evaluated)
+    )
+    assert one == many
+    assert (project / "reports/samples.png").read_bytes() == (
+        evaluated / "reports/samples.png"
+    ).read_bytes()
 
 
 def test_the_tiny_trained_model_beats_its_input(evaluated):

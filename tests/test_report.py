@@ -148,7 +148,21 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert held_cells and len(_table(page, "Held-out PSNR gain")[2:]) == held_cells
     assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
     assert f"{held['summary'][f'psnr_gain_s{steps}']:+.2f} dB</div>" in page
-    tabled = {"psnr", "ssim", "chart", "sweep", "summary", f"psnr_gain_s{steps}", "held_out"}
+    # chart_summary: one row per figure, its image count, medians and means as eval.json has them
+    pooled, model = report["chart_summary"], f"model_s{steps}"
+    rows = _table(page, "Over every test image")[2:]
+    assert [row[0][0] for row in rows] == [figure.replace("_", " ") for figure in sorted(pooled)]
+    for row, (_, entry) in zip(rows, sorted(pooled.items()), strict=True):
+        values = [
+            entry[name][stat] for stat in ("median", "mean") for name in ("input", model, "sharp")
+        ]
+        assert [text for text, _ in row[1:8]] == [str(entry["images"])] + [
+            f"{value:.3g}" for value in values
+        ]
+        shares = (entry[f"{model}_below_input"], entry[f"{model}_above_input"])
+        assert [text for text, _ in row[8:]] == [f"{100 * share:.0f}%" for share in shares]
+    tabled = {"psnr", "ssim", "chart", "chart_summary", "sweep", "summary", "held_out"}
+    tabled.add(f"psnr_gain_s{steps}")
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:

@@ -141,7 +141,7 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.evaluate import evaluate
 
     with stage("evaluate") as written:
-        report = evaluate(params, _device(params, "evaluate"))
+        report = evaluate(params, _device(params, "evaluate"), workers=args.workers)
         written += [paths.EVAL_JSON, paths.PLOTS_DIR, paths.SAMPLES_PNG]
     log, steps = logging.getLogger("linefuse"), params.eval.steps
     if summary := report["summary"]:
@@ -294,7 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="timed steps, after 2 untimed warm-up steps (default: %(default)s)",
     )
     profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
-    add("evaluate", run_evaluate, "PSNR/SSIM per domain and level, baselines, steps, latency")
+    add(
+        "evaluate",
+        run_evaluate,
+        "PSNR/SSIM per domain and level, baselines, steps, latency",
+        workers=True,
+    )
     add(
         "report",
         run_report,

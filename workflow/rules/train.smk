@@ -152,4 +152,4 @@ rule evaluate:
         "logs/snakemake/evaluate.log",
     threads: workflow.cores
     shell:
-        "linefuse evaluate > {log} 2>&1"
+        "linefuse evaluate --workers {threads} > {log} 2>&1"

@@ -42,7 +42,7 @@ INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # eval.json's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
-TABLED = {"psnr", "ssim", "chart", "sweep", "summary", "held_out"}
+TABLED = {"psnr", "ssim", "chart", "chart_summary", "sweep", "summary", "held_out"}
 GAIN_BLOCK = re.compile(r"psnr_gain_s\d+")
 GROUP_LABELS = {
     "input": "blurred",
@@ -215,6 +215,24 @@ def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
         rows,
         css=" compact",
     )
+
+
+def chart_summary_table(block: dict, steps: int) -> dict:
+    """eval.json's chart_summary: per figure, the medians and means of the input, the model and
+    the sharp image over every image, and how often the model's figure is below or above the
+    input's."""
+    model, names = f"model_s{steps}", ("input", f"model_s{steps}", "sharp")
+    rows = [
+        {
+            "figure": figure.replace("_", " "),
+            "images": entry["images"],
+            "values": [entry.get(n, {}).get(stat) for stat in ("median", "mean") for n in names],
+            "below": entry.get(f"{model}_below_input"),
+            "above": entry.get(f"{model}_above_input"),
+        }
+        for figure, entry in sorted(block.items())
+    ]
+    return {"labels": [method_label(n) for n in names], "rows": rows}
 
 
 def gain_grid(
@@ -444,6 +462,7 @@ def render(
         ssim=score_grid(ssim, domains, levels, 4, "SSIM", "0–1"),
         held_out=held_out,
         chart=chart_grid(report.get("chart", {}), domains, levels),
+        chart_summary=chart_summary_table(report.get("chart_summary", {}), steps),
         steps=steps_table(by_steps, report.get("sweep", {})),
         samples=samples_figure(samples_png, scored, steps) if psnr else None,
         sections=", ".join(SECTIONS),
