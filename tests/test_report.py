@@ -87,6 +87,20 @@ def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
     ]
 
 
+def _check_chart_summary(rows: list, pooled: dict, model: str) -> None:
+    """A chart-summary table's rows against eval.json's block: figures, counts, medians, means."""
+    assert [row[0][0] for row in rows] == [figure.replace("_", " ") for figure in sorted(pooled)]
+    for row, (_, entry) in zip(rows, sorted(pooled.items()), strict=True):
+        values = [
+            entry[name][stat] for stat in ("median", "mean") for name in ("input", model, "sharp")
+        ]
+        assert [text for text, _ in row[1:8]] == [str(entry["images"])] + [
+            f"{value:.3g}" for value in values
+        ]
+        shares = (entry[f"{model}_below_input"], entry[f"{model}_above_input"])
+        assert [text for text, _ in row[8:]] == [f"{100 * share:.0f}%" for share in shares]
+
+
 @pytest.fixture(scope="module")
 def reported(engine_builds, tmp_path_factory) -> Path:
     """A copy of the DVC build with its report removed and written again by `linefuse report`."""
@@ -149,18 +163,12 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
     assert f"{held['summary'][f'psnr_gain_s{steps}']:+.2f} dB</div>" in page
     # chart_summary: one row per figure, its image count, medians and means as eval.json has them
-    pooled, model = report["chart_summary"], f"model_s{steps}"
-    rows = _table(page, "Over every test image")[2:]
-    assert [row[0][0] for row in rows] == [figure.replace("_", " ") for figure in sorted(pooled)]
-    for row, (_, entry) in zip(rows, sorted(pooled.items()), strict=True):
-        values = [
-            entry[name][stat] for stat in ("median", "mean") for name in ("input", model, "sharp")
-        ]
-        assert [text for text, _ in row[1:8]] == [str(entry["images"])] + [
-            f"{value:.3g}" for value in values
-        ]
-        shares = (entry[f"{model}_below_input"], entry[f"{model}_above_input"])
-        assert [text for text, _ in row[8:]] == [f"{100 * share:.0f}%" for share in shares]
+    model = f"model_s{steps}"
+    for pooled, caption in (
+        (report["chart_summary"], "Over every test image"),
+        (held["chart_summary"], "Held-out chart errors over every image"),
+    ):
+        _check_chart_summary(_table(page, caption)[2:], pooled, model)
     tabled = {"psnr", "ssim", "chart", "chart_summary", "sweep", "summary", "held_out"}
     tabled.add(f"psnr_gain_s{steps}")
     for block in set(report) - tabled:

@@ -446,6 +446,7 @@ def render(
             params.eval.interval.confidence,
             "Held-out PSNR gain of the model over the input",
         ),
+        "chart_summary": chart_summary_table(held.get("chart_summary", {}), steps),
     }
     shown_params = params_sections(params)
     return ENV.get_template("index.html.j2").render(
