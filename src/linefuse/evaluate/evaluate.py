@@ -256,9 +256,9 @@ def _scoring_map(workers: int) -> Iterator[Callable]:
     """An ordered map for scoring: forked workers when workers > 1, else one thread here.
 
     Scoring (baselines, SSIM, reading the curve back) runs on one core while the model runs on
-    all of them: forking as many scorers as cores took evaluate from 248 to 213 s on the default
-    run (2-core AMD EPYC held to AVX2 kernels), the same scores. The workers are forked when
-    evaluate starts, before the model is built, and results come back in task order.
+    all of them: two scorers took evaluate from 244 to 203-213 s on the default run (2-core AMD
+    EPYC held to AVX2 kernels), the same scores. The workers are forked when evaluate starts,
+    before the model is built, and results come back in task order.
     """
     if workers <= 1:
         yield _map_in_one_thread
