@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/precision.py
 	$(BIN)/python benchmarks/curve_reader.py
 	$(BIN)/python benchmarks/baselines.py
+	$(BIN)/python benchmarks/scoring.py
 
 clean:
 	rm -rf data/source data/index data/shards data/embeddings models logs metrics .snakemake .linefuse
