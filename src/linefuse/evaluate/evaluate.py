@@ -395,11 +395,10 @@ def _chart_summary(chart: dict, model: str) -> dict:
     for figure, by_name in sorted(pooled.items()):
         entry = {}
         for name, values in by_name.items():
-            finite = np.asarray(values, dtype=np.float64)
-            finite = finite[np.isfinite(finite)]
+            finite = [value for value in values if np.isfinite(value)]
             entry[name] = {
-                "mean": _mean(finite) if finite.size else None,
-                "median": round(float(np.median(finite)), 4) if finite.size else None,
+                "mean": _finite_mean(values),
+                "median": round(float(np.median(finite)), 4) if finite else None,
             }
         restored, blurred = (np.asarray(by_name[n], dtype=np.float64) for n in (model, "input"))
         both = np.isfinite(restored) & np.isfinite(blurred)
