@@ -95,6 +95,14 @@ def run_pretrain(params: Params, args: argparse.Namespace) -> None:
         written += [job.out_dir, job.metrics_path]
 
 
+def run_base(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.train.base import train_base
+
+    with stage("base") as written:
+        train_base(params)
+        written += [paths.zoo_model(params.base.name), paths.train_metrics("base")]
+
+
 def run_train(params: Params, args: argparse.Namespace) -> None:
     from linefuse.train.loop import run, train_job
 
@@ -264,6 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
         "pretrain",
         run_pretrain,
         "train the tiny base UNet on every level (or widen a pretrained one)",
+    )
+    add(
+        "base",
+        run_base,
+        f"train the base LineFuse ships ({paths.ZOO_DIR.name}/<base.name>) on charts drawn on the "
+        "fly, score it and write its model card (hours; resumable)",
     )
     add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
         "--level", required=True, help="a name from train.curriculum"

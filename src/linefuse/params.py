@@ -24,7 +24,15 @@ from pydantic import (
     model_validator,
 )
 
-from linefuse.paths import BASE_DIR, GENERATED_DIR, LORA_DIR, PARAMS
+from linefuse.paths import (
+    BASE_DIR,
+    GENERATED_DIR,
+    LORA_DIR,
+    PARAMS,
+    ZOO_DIR,
+    fresh_config,
+    unet_folder,
+)
 
 DOMAINS = ("gaussian", "motion", "scan", "compression", "lowres")
 # held_out: images of the chart families in data.charts.held_out, never trained on, scored apart
@@ -334,9 +342,13 @@ class ModelParams(Strict):
     @field_validator("unet")
     @classmethod
     def _unet_folder(cls, unet: str) -> str:
-        if unet != "tiny":
+        if fresh_config(unet) is None:
+            shipped = sorted(p.parent.name for p in ZOO_DIR.glob("*/config.json"))
             _existing_folder(
-                unet, "config.json", "a local diffusers UNet2DConditionModel folder or tiny"
+                str(unet_folder(unet)),
+                "config.json",
+                f"a model LineFuse ships ({', '.join(shipped) or 'none yet'}), tiny (from "
+                "scratch), or a local diffusers UNet2DConditionModel folder",
             )
         return unet
 
@@ -436,6 +448,43 @@ class OptimParams(Strict):
     keep_checkpoints: Annotated[int, Field(ge=1)]
     log_every: Annotated[int, Field(ge=1)]
     memory_warn_fraction: Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class LightLevels(Strict):
+    """One light degradation per domain: nearly sharp inputs the base learns to leave alone."""
+
+    gaussian: GaussianLevel
+    motion: MotionLevel
+    scan: ScanLevel
+    compression: CompressionLevel
+    lowres: LowresLevel
+
+
+class BaseParams(Strict):
+    """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
+    linefuse/zoo/<name>, on charts drawn and degraded on the fly (linefuse.data.stream)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    unet: str  # the architecture trained from scratch: tiny or a diffusers UNet config folder
+    chart_seed: int
+    charts: PositiveInt
+    units_per_chart: PositiveInt
+    crops_per_unit: PositiveInt
+    charts_per_step: PositiveInt
+    crop: Annotated[int, Field(ge=8, le=4096)]
+    focus: Probability
+    light_fraction: Probability
+    light: LightLevels
+    steps: PositiveInt
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    warmup_steps: Annotated[int, Field(ge=0)]
+    checkpoint_every: PositiveInt
+    workers: Annotated[int, Field(ge=0)] | Literal["auto"]
+    score_charts: PositiveInt
+
+    @property
+    def batch_size(self) -> int:
+        return self.charts_per_step * self.units_per_chart * self.crops_per_unit
 
 
 class PretrainParams(Strict):
@@ -688,6 +737,7 @@ class Params(Strict):
     loader: LoaderParams
     optim: OptimParams
     pretrain: PretrainParams
+    base: BaseParams
     train: TrainParams
     eval: EvalParams
     tiles: TileParams
@@ -742,6 +792,23 @@ class Params(Strict):
                     f"loader.shard_urls.{level}",
                     f"is not in degrade.levels ({', '.join(self.degrade.levels)})",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _base_charts_are_not_the_default_data(self) -> Params:
+        if self.base.chart_seed == self.data.charts.seed:
+            raise _KeyedError(
+                "base.chart_seed",
+                f"{self.base.chart_seed} is data.charts.seed: the base would train on the "
+                "default test charts; give it another seed",
+            )
+        smallest = min(self.data.charts.smallest_chart())
+        if self.base.crop > smallest:
+            raise _KeyedError(
+                "base.crop",
+                f"{self.base.crop} px is larger than the smallest chart ({smallest} px); "
+                f"accepts at most {smallest}",
+            )
         return self
 
     @model_validator(mode="after")

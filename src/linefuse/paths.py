@@ -24,6 +24,30 @@ BASE_DIR = MODELS_DIR / "base"
 LORA_DIR = MODELS_DIR / "lora"
 DOMAIN_ADAPTERS_DIR = MODELS_DIR / "domains"
 
+# architectures built from scratch by name (model.unet: tiny): train/configs/<name>_unet.json
+UNET_CONFIGS_DIR = Path(__file__).resolve().parent / "train" / "configs"
+
+
+def fresh_config(spec: str) -> Path | None:
+    """The config file of the architecture `spec` names (tiny, wide), else None."""
+    path = UNET_CONFIGS_DIR / f"{spec}_unet.json"
+    return path if "/" not in spec and path.is_file() else None
+
+
+# models LineFuse trained itself and ships inside the package, a model zoo: model.unet names one
+ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+
+
+def unet_folder(spec: str) -> Path:
+    """model.unet's folder: a shipped model's for its name (chart-base), else the spec as a path."""
+    shipped = ZOO_DIR / spec
+    return shipped if "/" not in spec and (shipped / "config.json").is_file() else Path(spec)
+
+
+def zoo_model(name: str) -> Path:
+    return ZOO_DIR / name
+
+
 # small metrics (DVC metrics, not cached), training logs, resumable training state
 METRICS_DIR = Path("metrics")
 INDEX_METRICS = METRICS_DIR / "index.json"
@@ -66,5 +90,5 @@ def train_metrics(name: str) -> Path:
 
 
 def train_logs(name: str) -> Path:
-    """pretrain's logs, or a curriculum level's (or domains') under logs/train."""
-    return LOGS_DIR / "pretrain" if name == "pretrain" else LOGS_DIR / "train" / name
+    """pretrain's and base's logs, or a curriculum level's (or domains') under logs/train."""
+    return LOGS_DIR / name if name in ("pretrain", "base") else LOGS_DIR / "train" / name

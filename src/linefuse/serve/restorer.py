@@ -31,11 +31,17 @@ log = logging.getLogger("linefuse")
 class Restorer:
     """Loads the model once; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
 
-    def __init__(self, params: Params, adapter: str | Path | None, device: str | None = None):
-        """`device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one)."""
+    def __init__(
+        self,
+        params: Params,
+        adapter: str | Path | None,
+        device: str | None = None,
+        base_dir: Path = paths.BASE_DIR,
+    ):
+        """`device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one).
+        `base_dir`: the base UNet folder (save_base's layout), models/base unless told."""
         device = device or choose_device(params.compute.device).value
         self.params, self.device = params, torch.device(device)
-        base_dir = paths.BASE_DIR
         if not (base_dir / "config.json").is_file():
             raise UserError(
                 f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first"

@@ -25,8 +25,10 @@ from safetensors.torch import load_file
 
 from linefuse import paths
 from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.data.stream import ChartPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
+from linefuse.paths import fresh_config
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import (
@@ -76,6 +78,8 @@ class Job:
     metrics_path: Path
     log_dir: Path
     lora: bool
+    unet: str = ""  # the architecture a full training starts from (model.unet, base.unet)
+    charts_stream: bool = False  # reads charts drawn on the fly (the base) instead of the shards
     init_adapter: Path | None = None
     unfreeze_blocks: list[str] = field(default_factory=list)
     domain: str | None = None
@@ -93,7 +97,26 @@ def pretrain_job(params: Params) -> Job:
         metrics_path=paths.train_metrics("pretrain"),
         log_dir=paths.train_logs("pretrain"),
         lora=False,
+        unet=params.model.unet,
         settings=params.model_dump(include={"model", "optim", "pretrain"}),
+    )
+
+
+def base_job(params: Params) -> Job:
+    """The shipped base (`linefuse base`); `params` as `base_run_params` makes them."""
+    return Job(
+        name="base",
+        steps=params.base.steps,
+        lr=params.base.lr,
+        lr_key="base.lr",
+        levels=list(params.degrade.levels),
+        out_dir=paths.zoo_model(params.base.name),
+        metrics_path=paths.train_metrics("base"),
+        log_dir=paths.train_logs("base"),
+        lora=False,
+        unet=params.base.unet,
+        charts_stream=True,
+        settings=params.model_dump(include={"data", "degrade", "shards", "model", "optim", "base"}),
     )
 
 
@@ -162,6 +185,16 @@ def training_data(
     params: Params, job: Job, accelerator: Accelerator
 ) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
     """The batch stream, the prompt embedding table, the channel count and the input files."""
+    if job.charts_stream:
+        stream = BatchStream(
+            accelerator,
+            params.loader,
+            params.optim.batch_size,
+            params.optim.seed,
+            dataset=ChartPairs(params),
+            shuffle=False,
+        )
+        return stream, zero_prompt(job.unet), 3, []
     reader = params.loader.reader
     if reader == "embeddings":
         dirs = [paths.embeddings(level) for level in job.levels]
@@ -215,12 +248,17 @@ def null_prompt(params: Params, levels: list[str]) -> torch.Tensor:
     encoder's, or zeros), or zeros when training reads pixels; pretrain saves it with the base."""
     if params.loader.reader == "embeddings":
         return EmbeddedPairs(paths.embeddings(levels[0]), "train").null_prompt()
-    return torch.zeros(1, 1, unet_config(params.model.unet)["cross_attention_dim"])
+    return zero_prompt(params.model.unet)
+
+
+def zero_prompt(unet: str) -> torch.Tensor:
+    """The null prompt of pixel-space training: one token of zeros."""
+    return torch.zeros(1, 1, unet_config(unet)["cross_attention_dim"])
 
 
 def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
     """pretrain's fresh UNet, or the base with a LoRA adapter (from the previous level's)."""
-    unet = load_base(paths.BASE_DIR) if job.lora else build_unet(params.model.unet, channels)
+    unet = load_base(paths.BASE_DIR) if job.lora else build_unet(job.unet, channels)
     if params.optim.gradient_checkpointing:
         unet.enable_gradient_checkpointing()
     if not job.lora:
@@ -387,6 +425,8 @@ def run(params: Params, job: Job) -> dict:
         ):
             if job.lora:
                 save_adapter(unwrapped, model_dir)
+            elif job.charts_stream:
+                save_base(unwrapped, model_dir, zero_prompt(job.unet))
             else:
                 save_base(unwrapped, model_dir, null_prompt(params, job.levels))
             metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -527,7 +567,7 @@ def _validation_losses(
     """Mean loss over the val split with fixed noise, the same draw for every run and level, and
     that of a model returning its input unchanged on the same draw (x0 prediction only; else
     None): what training has to beat."""
-    if params.loader.reader != "embeddings":
+    if params.loader.reader != "embeddings" or job.charts_stream:
         return None, None
     dirs = [paths.embeddings(level) for level in job.levels]
     if not all((d / "val.safetensors").is_file() for d in dirs):
@@ -577,7 +617,7 @@ def _warn_if_barely_restoring(job: Job, loss: float | None, unchanged: float | N
 def pretrain_or_copy(params: Params) -> dict:
     """pretrain: trains the tiny base; a pretrained UNet folder is only widened and saved."""
     job = pretrain_job(params)
-    if params.model.unet == "tiny":
+    if fresh_config(params.model.unet):
         return run(params, job)
     manifest = paths.embeddings(job.levels[0]) / "manifest.json"
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3

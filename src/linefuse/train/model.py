@@ -18,27 +18,29 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from linefuse.params import LoraParams
+from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError
 
-TINY_CONFIG = Path(__file__).parent / "configs" / "tiny_unet.json"
 NULL_PROMPT_FILE = "null_prompt.safetensors"
 
 
 def unet_config(spec: str) -> dict:
-    """The UNet's diffusers config: the repo's tiny one, or `config.json` of a local folder."""
-    path = TINY_CONFIG if spec == "tiny" else Path(spec) / "config.json"
+    """The UNet's diffusers config: the repo's tiny one, or `config.json` of a shipped model
+    (linefuse/zoo) or a local folder."""
+    path = fresh_config(spec) or unet_folder(spec) / "config.json"
     return json.loads(path.read_text())
 
 
 def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
     """The conditional UNet for `channels`-channel images or latents (2*channels in, channels out).
 
-    `tiny` is built from the repo config with a fixed seed, so every run starts from the same
-    weights, and with conv_out zeroed, so the untrained model predicts 0 (with the residual target
-    that returns the blurred input). Any other spec is a local diffusers UNet folder; a plain one
-    (`channels` inputs) is widened for the condition without changing what it computes.
+    `tiny` (or another of train/configs/) is built from the repo config with a fixed seed, so
+    every run starts from the same weights, and with conv_out zeroed, so the untrained model
+    predicts 0 (with the residual target that returns the blurred input). Any other spec is a
+    shipped model (linefuse/zoo) or a local diffusers UNet folder; a plain one (`channels`
+    inputs) is widened for the condition without changing what it computes.
     """
-    if spec == "tiny":
+    if fresh_config(spec):
         config = {**unet_config(spec), "in_channels": 2 * channels, "out_channels": channels}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
@@ -46,7 +48,7 @@ def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
         nn.init.zeros_(unet.conv_out.weight)
         nn.init.zeros_(unet.conv_out.bias)
         return unet
-    unet = UNet2DConditionModel.from_pretrained(spec)
+    unet = UNet2DConditionModel.from_pretrained(str(unet_folder(spec)))
     in_channels, out_channels = unet.config.in_channels, unet.config.out_channels
     if out_channels != channels:
         raise UserError(

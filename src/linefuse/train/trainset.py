@@ -15,7 +15,7 @@ from pathlib import Path
 
 import braceexpand
 import torch
-from torch.utils.data import ConcatDataset, DataLoader, Sampler, Subset
+from torch.utils.data import ConcatDataset, DataLoader, Sampler, SequentialSampler, Subset
 
 from linefuse.data.layout import key_domain
 from linefuse.data.readers import LmdbPairs, shard_urls, webdataset_pairs
@@ -133,6 +133,7 @@ class BatchStream:
         seed: int,
         dataset=None,
         urls: list[str] | None = None,
+        shuffle: bool = True,
     ):
         self.accelerator, self.loader, self.batch_size, self.seed = (
             accelerator,
@@ -149,7 +150,7 @@ class BatchStream:
             self.kwargs = loader_kwargs(loader, on_gpu)
             return
         data = self.cache or dataset
-        self.sampler = EpochShuffle(len(data), seed)
+        self.sampler = EpochShuffle(len(data), seed) if shuffle else SequentialSampler(data)
         dataloader = DataLoader(
             data,
             batch_size=batch_size,
