@@ -26,6 +26,7 @@ rule embed:
 rule pretrain:
     input:
         expand("data/embeddings/{level}", level=LEVELS),
+        "src/linefuse/zoo",
         TRAIN_CODE,
         LAUNCH_CONFIG,
     output:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import subprocess
 
 import yaml
@@ -104,7 +103,7 @@ def write_card(params: Params, folder, metrics: dict, scores: dict) -> None:
         f"- Training: {base.steps:,} steps of {base.batch_size} ({samples:,} pairs, "
         f"{samples // base.units_per_chart // base.crops_per_unit:,} charts), AdamW lr "
         f"{base.lr:g}, warmup {base.warmup_steps}, cosine; loss and timesteps from `optim`.",
-        f"- Device: {metrics['device']} ({_device_name(metrics['device'])}), precision "
+        f"- Device: {metrics['device']} ({metrics['device_reason']}), precision "
         f"{metrics['precision']}; {hours:.2f} hours in the training loop"
         + (
             f" (resumed at step {metrics['resumed_from_step']})"
@@ -160,12 +159,3 @@ def _row(name: str, split: dict) -> str:
         f"{split['worst_cell']:+.2f} |"
     )
 
-
-def _device_name(device: str) -> str:
-    if device.startswith("cuda"):
-        import torch
-
-        return torch.cuda.get_device_name()
-    from linefuse.hardware import cpu_model
-
-    return cpu_model() or platform.processor() or "CPU"
