@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test chromium bench clean
+.PHONY: install repro snakemake sweep test chromium bench base clean
 
 install: $(STAMP)
 
@@ -29,6 +29,12 @@ $(STAMP): pyproject.toml requirements.lock
 
 repro: $(STAMP)
 	$(BIN)/dvc repro
+
+# `make base`: remake the base LineFuse ships (src/linefuse/zoo/<base.name>, its model card says how
+# it was made) from params.yaml's base block; on the GPU if one is visible; resumes from
+# .linefuse/state/base after a stop. Commit the folder it writes.
+base: $(STAMP)
+	$(BIN)/linefuse base
 
 snakemake: $(STAMP)
 	$(BIN)/snakemake --cores 2

@@ -96,11 +96,13 @@ def run_pretrain(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_base(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.evaluate.model_card import score_and_card
     from linefuse.train.base import train_base
 
     with stage("base") as written:
-        train_base(params)
-        written += [paths.zoo_model(params.base.name), paths.train_metrics("base")]
+        folder, metrics = train_base(params)
+        score_and_card(params, folder, metrics)
+        written += [folder, paths.train_metrics("base")]
 
 
 def run_train(params: Params, args: argparse.Namespace) -> None:

@@ -1,4 +1,5 @@
-"""`linefuse base` (make base): train the base LineFuse ships, score it, and write its model card.
+"""`linefuse base` (make base): train the base LineFuse ships (evaluate/model_card.py scores it and
+writes its card).
 
 The base is the pretrained backbone the curriculum adapts with LoRA (model.unet names it), as the
 seed reports adapt a pretrained diffusion model. It is trained once, with far more compute than a
@@ -10,21 +11,10 @@ matter, as on the Hugging Face Hub).
 
 from __future__ import annotations
 
-import json
-import logging
-import subprocess
+from pathlib import Path
 
-import yaml
-
-from linefuse import paths
-from linefuse.evaluate.base_scores import score_base
-from linefuse.hardware import choose_device
 from linefuse.params import Params
 from linefuse.train.loop import base_job, run
-
-log = logging.getLogger("linefuse")
-CARD = "README.md"
-SCORES = "scores.json"
 
 
 def base_run_params(params: Params) -> Params:
@@ -42,120 +32,8 @@ def base_run_params(params: Params) -> Params:
     return params.model_copy(update={"optim": optim, "loader": loader})
 
 
-def train_base(params: Params) -> dict:
-    """Trains (or resumes) the base, scores it and writes its card; returns the card's facts."""
+def train_base(params: Params) -> tuple[Path, dict]:
+    """Trains (or resumes) the base into linefuse/zoo/<base.name>; returns (folder, metrics)."""
     run_params = base_run_params(params)
     job = base_job(run_params)
-    metrics = run(run_params, job)
-    device = choose_device(params.compute.device).value
-    scores = score_base(params, job.out_dir, device)
-    (job.out_dir / SCORES).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
-    write_card(params, job.out_dir, metrics, scores)
-    return {"training": metrics, "scores": scores}
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def write_card(params: Params, folder, metrics: dict, scores: dict) -> None:
-    """The model card: what the base is, how it was made (commit, params, data, steps, device,
-    hours) and how well it restores on its own."""
-    base = params.base
-    front = {
-        "library_name": "diffusers",
-        "pipeline_tag": "image-to-image",
-        "tags": ["linefuse", "image-restoration", "deblurring", "line-charts", "diffusion"],
-        "base_model": None,
-    }
-    test, held, sharp = scores["test"], scores.get("held_out", {}), scores["sharp"]
-    hours = loop_hours(paths.train_logs("base") / "steps.jsonl", base.batch_size)
-    samples = base.steps * base.batch_size
-    lines = [
-        "---",
-        yaml.safe_dump(front, sort_keys=False).strip(),
-        "---",
-        "",
-        f"# LineFuse {base.name}",
-        "",
-        "A conditional diffusion UNet (diffusers `UNet2DConditionModel`, InstructPix2Pix-style:",
-        "the noisy residual and the blurred chart in, the residual sharp - blurred out) that",
-        "restores blurred, scanned, compressed and down-scaled line charts in one DDIM step. It",
-        "is the base that LineFuse's curriculum adapts with LoRA on a user's data",
-        f"(`model.unet: {base.name}`).",
-        "",
-        "## How it was made",
-        "",
-        f"- Command: `make base` (`linefuse base`), at commit `{_commit()}`.",
-        f"- Architecture: `{base.unet}` ({metrics['total_params']:,} parameters), trained from "
-        "scratch.",
-        f"- Data: charts drawn on the fly from `data.charts` with seed {base.chart_seed} (the "
-        f"default data uses {params.data.charts.seed}), never the held-out families "
-        f"({', '.join(params.data.charts.held_out)}); each chart degraded in "
-        f"{base.units_per_chart} random (domain, level) units, {base.light_fraction:.0%} of them "
-        f"light, {base.crops_per_unit} crops of {base.crop} px each; "
-        f"{params.optim.identity_fraction:.0%} identity pairs.",
-        f"- Training: {base.steps:,} steps of {base.batch_size} ({samples:,} pairs, "
-        f"{samples // base.units_per_chart // base.crops_per_unit:,} charts), AdamW lr "
-        f"{base.lr:g}, warmup {base.warmup_steps}, cosine; loss and timesteps from `optim`.",
-        f"- Device: {metrics['device']} ({metrics['device_reason']}), precision "
-        f"{metrics['precision']}; {hours:.2f} hours in the training loop"
-        + (
-            f" (resumed at step {metrics['resumed_from_step']})"
-            if metrics["resumed_from_step"]
-            else ""
-        )
-        + ".",
-        "- Parameters: the `base`, `optim`, `model`, `degrade` and `data.charts` blocks of",
-        "  params.yaml at that commit.",
-        "",
-        "## Scores (no adapter, 1 DDIM step, whole images)",
-        "",
-        f"The first {base.score_charts} default charts, every domain and level "
-        "(linefuse.evaluate.base_scores): mean PSNR gain over the input, 95% interval.",
-        "",
-        "| split | mean gain (dB) | interval | images | worst cell |",
-        "|---|---|---|---|---|",
-        _row("test", test),
-        _row("held out", held),
-        "",
-        f"Sharp charts through the model: {sharp['mean']:.2f} dB mean, {sharp['worst']:.2f} dB "
-        "worst.",
-        "",
-        "Gain per domain (test): "
-        + ", ".join(f"{d} {g:+.2f}" for d, g in test.get("by_domain", {}).items())
-        + ".",
-        "",
-        "## Remake it",
-        "",
-        "`make base` (resumes from `.linefuse/state/base`), then commit this folder.",
-    ]
-    (folder / CARD).write_text("\n".join(lines) + "\n")
-
-
-def loop_hours(step_log, batch_size: int) -> float:
-    """Hours the training loop ran, over every resumed leg: each logged interval's pairs over its
-    rate (the step log survives resumes; a run's own clock does not)."""
-    records = [json.loads(line) for line in step_log.read_text().splitlines()]
-    seconds, last_step = 0.0, 0
-    for record in records:
-        seconds += (record["step"] - last_step) * batch_size / record["samples_per_s"]
-        last_step = record["step"]
-    return seconds / 3600
-
-
-def _row(name: str, split: dict) -> str:
-    if not split:
-        return f"| {name} | - | - | 0 | - |"
-    low, high = split["low"], split["high"]
-    interval = f"{low:+.2f}..{high:+.2f}" if low is not None else "-"
-    return (
-        f"| {name} | {split['mean']:+.2f} | {interval} | {split['samples']} | "
-        f"{split['worst_cell']:+.2f} |"
-    )
-
+    return job.out_dir, run(run_params, job)

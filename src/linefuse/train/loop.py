@@ -28,7 +28,7 @@ from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
 from linefuse.data.stream import ChartPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
-from linefuse.paths import fresh_config
+from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import (
@@ -615,21 +615,24 @@ def _warn_if_barely_restoring(job: Job, loss: float | None, unchanged: float | N
 
 
 def pretrain_or_copy(params: Params) -> dict:
-    """pretrain: trains the tiny base; a pretrained UNet folder is only widened and saved."""
+    """pretrain: trains a base from scratch (model.unet: tiny); a pretrained one (a shipped model
+    such as chart-base, or a local folder) is only widened where needed and saved."""
     job = pretrain_job(params)
     if fresh_config(params.model.unet):
         return run(params, job)
     manifest = paths.embeddings(job.levels[0]) / "manifest.json"
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
     unet = build_unet(params.model.unet, channels)
-    with atomic_dir(job.out_dir) as tmp:
-        save_base(unet, tmp, null_prompt(params, job.levels))
     trainable, total = count_parameters(unet)
     metrics = {
         "steps": 0,
         "pretrained": params.model.unet,
+        "pretrained_from": str(unet_folder(params.model.unet)),
         "total_params": total,
         "trainable_params": trainable,
     }
+    with atomic_dir(job.out_dir) as tmp, atomic_dir(job.log_dir) as log_dir:
+        save_base(unet, tmp, null_prompt(params, job.levels))
+        write_json(log_dir / "copied.json", metrics)  # no steps to log: the base is pretrained
     write_json(job.metrics_path, metrics)
     return metrics

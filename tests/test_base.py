@@ -1,0 +1,114 @@
+"""The shipped base: its on-the-fly training data, `linefuse base`, and the model in the zoo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from diffusers import UNet2DConditionModel
+
+from linefuse import paths
+from linefuse.data.stream import ChartPairs, base_chart_params
+from linefuse.evaluate.base_scores import score_base, scoring_charts
+from linefuse.params import ParamsError, load_params, parse_params
+
+from conftest import ROOT, run_cli, tiny_params, write_params
+
+SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").base.name)
+
+
+def stream_params(**base) -> dict:
+    params = tiny_params()
+    params["base"].update(
+        dict(charts=50, units_per_chart=3, crops_per_unit=2, charts_per_step=2, crop=32), **base
+    )
+    return params
+
+
+def test_pairs_are_the_same_whatever_the_reading_order():
+    pairs = ChartPairs(parse_params(stream_params()))
+    forward = [pairs[i] for i in range(8)]
+    fresh = ChartPairs(parse_params(stream_params()))
+    backward = [fresh[i] for i in reversed(range(8))][::-1]
+    for (b1, s1, p1), (b2, s2, p2) in zip(forward, backward, strict=True):
+        assert torch.equal(b1, b2) and torch.equal(s1, s2) and p1 == p2 == 0
+    assert forward[0][0].shape == (3, 32, 32)
+    assert len(pairs) == 50 * 3 * 2
+
+
+def test_pairs_degrade_their_chart_and_light_units_change_it_least():
+    strong = ChartPairs(parse_params(stream_params(light_fraction=0.0)))
+    light = ChartPairs(parse_params(stream_params(light_fraction=1.0)))
+    strong_change = np.mean(
+        [float((b - s).abs().mean()) for b, s, _ in map(strong.__getitem__, range(60))]
+    )
+    light_change = np.mean(
+        [float((b - s).abs().mean()) for b, s, _ in map(light.__getitem__, range(60))]
+    )
+    assert 0 < light_change < strong_change
+
+
+def test_base_charts_are_new_and_never_from_a_held_out_family():
+    params = parse_params(stream_params())
+    charts = base_chart_params(params)
+    assert charts.seed == params.base.chart_seed != params.data.charts.seed
+    assert not set(charts.families) & set(params.data.charts.held_out)
+    bad = stream_params(chart_seed=params.data.charts.seed)
+    with pytest.raises(ParamsError, match="base.chart_seed"):
+        parse_params(bad)
+
+
+def test_linefuse_base_trains_scores_and_writes_a_diffusers_folder_with_a_card(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
+    params = stream_params(name="test-base", steps=6, checkpoint_every=3, workers=0, score_charts=2)
+    params["model"]["unet"] = "tiny"  # the shipped base is not in this test's zoo
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "base") == 0
+    folder = tmp_path / "zoo" / "test-base"
+    unet = UNet2DConditionModel.from_pretrained(folder)
+    assert unet.config.in_channels == 6 and unet.config.out_channels == 3
+    card = (folder / "README.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["library_name"] == "diffusers"
+    for fact in ("6 steps of 12", "seed 1", "make base", "| test |"):
+        assert fact in card
+    scores = json.loads((folder / "scores.json").read_text())
+    assert scores["test"]["samples"] + scores["held_out"].get("samples", 0) == 2 * 15
+    metrics = json.loads((tmp_path / "metrics/train/base.json").read_text())
+    assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0
+
+
+def test_the_shipped_base_is_small_named_by_default_and_carded():
+    assert load_params(ROOT / "params.yaml").model.unet == SHIPPED.name
+    weights = SHIPPED / "diffusion_pytorch_model.safetensors"
+    assert weights.stat().st_size < 32 * 1024**2
+    card = (SHIPPED / "README.md").read_text()
+    assert yaml.safe_load(card.split("---")[1])["library_name"] == "diffusers"
+    for fact in ("commit", "hours", "steps of", "| test |", "make base"):
+        assert fact in card
+
+
+def test_the_shipped_base_restores_default_charts_it_never_saw():
+    """No adapter, 3 default charts (seed 0; the base trained on seed 1), every domain and level."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["base"]["score_charts"] = 3
+    params = parse_params(raw)
+    scores = score_base(params, SHIPPED, "cpu", scoring_charts(params))
+    gains = scores["test"] if scores["test"] else scores["held_out"]
+    assert gains["mean"] > 3.0
+    assert scores["sharp"]["worst"] > 45.0
+
+
+def test_model_unet_names_a_shipped_model_or_says_what_it_accepts(tmp_path):
+    params = tiny_params()
+    params["model"]["unet"] = "no-such-base"
+    with pytest.raises(ParamsError, match=f"model.unet: .*{SHIPPED.name}.*tiny"):
+        parse_params(params)
+    params["model"]["unet"] = str(Path(SHIPPED))
+    assert parse_params(params).model.unet == str(SHIPPED)
