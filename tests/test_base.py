@@ -10,13 +10,14 @@ import pytest
 import torch
 import yaml
 from diffusers import UNet2DConditionModel
+from safetensors.torch import load_file
 
 from linefuse import paths
 from linefuse.data.stream import ChartPairs, base_chart_params
 from linefuse.evaluate.base_scores import score_base, scoring_charts
 from linefuse.params import ParamsError, load_params, parse_params
 
-from conftest import ROOT, run_cli, tiny_params, write_params
+from conftest import ROOT, copy_project, embed_all, run_cli, tiny_params, write_params
 
 SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").base.name)
 
@@ -112,3 +113,27 @@ def test_model_unet_names_a_shipped_model_or_says_what_it_accepts(tmp_path):
         parse_params(params)
     params["model"]["unet"] = str(Path(SHIPPED))
     assert parse_params(params).model.unet == str(SHIPPED)
+
+
+def test_the_default_pipeline_copies_the_shipped_base_and_adapts_it_with_lora(
+    tiny_project, tmp_path
+):
+    """model.unet: chart-base: pretrain trains nothing and copies the base; train@easy's adapter
+    starts from it and moves it."""
+    project = copy_project(tiny_project, tmp_path / "project")
+    params = tiny_params()
+    params["model"]["unet"] = SHIPPED.name
+    write_params(project, params)
+    embed_all(project, params)
+    assert run_cli(project, "pretrain") == 0
+    metrics = json.loads((project / "metrics/train/pretrain.json").read_text())
+    assert metrics["steps"] == 0 and metrics["pretrained"] == SHIPPED.name
+    weights = "diffusion_pytorch_model.safetensors"
+    assert (
+        load_file(project / "models/base" / weights).keys() == load_file(SHIPPED / weights).keys()
+    )
+    for name, tensor in load_file(SHIPPED / weights).items():
+        assert torch.equal(load_file(project / "models/base" / weights)[name], tensor), name
+    assert run_cli(project, "train", "--level", "easy") == 0
+    adapter = load_file(project / "models/lora/easy/adapter_model.safetensors")
+    assert any(float(t.abs().max()) > 0 for n, t in adapter.items() if "lora_B" in n)
