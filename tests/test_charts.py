@@ -114,7 +114,7 @@ def test_png_csv_and_sidecar_agree(tmp_path):
         sidecar = json.loads(stem.with_suffix(".json").read_text())
         text = stem.with_suffix(".json").read_text()
         assert text == json.dumps(sidecar, sort_keys=True) + "\n"  # sorted, one line
-        assert set(sidecar) == SIDECAR_KEYS | {"series", "furniture"}
+        assert set(sidecar) == SIDECAR_KEYS | {"series", "furniture", "tick_labels"}
         with Image.open(stem.with_suffix(".png")) as image:
             assert image.mode == "RGB" and image.info.keys() <= {"dpi"}  # no Software, no dates
             pixels = np.asarray(image)
@@ -234,6 +234,40 @@ def test_plot_box_is_the_drawn_axes():
         assert abs(rows.min() - top) <= 1 and abs(rows.max() + 1 - bottom) <= 1, sidecar
         # and it is the figure's only green: nothing else was painted with it
         assert green[int(np.ceil(top)) : int(bottom), int(np.ceil(left)) : int(right)].all()
+
+
+def test_sidecar_names_each_tick_label_as_drawn():
+    """Each chart's sidecar lists its major tick labels on both axes: the text matplotlib drew
+    (a number within the axis' limits) and a box inside the image. Drawn again with the labels
+    transparent (the layout unchanged), the pixels that differ lie in those boxes, and every box
+    holds some of them."""
+    cfg = charts()
+    for index in range(6):
+        plan = plan_chart(cfg, index)
+        image, sidecar = render_plan(plan)
+        labels = sidecar["tick_labels"]
+        assert {label["axis"] for label in labels} == {"x", "y"}, index
+        for label in labels:
+            value = float(label["text"].replace("\u2212", "-"))
+            low, high = sorted(sidecar["xlim" if label["axis"] == "x" else "ylim"])
+            assert low - 1e-9 <= value <= high + 1e-9, (index, label)
+            left, top, right, bottom = label["box"]
+            assert 0 <= left < right <= sidecar["width"], (index, label)
+            assert 0 <= top < bottom <= sidecar["height"], (index, label)
+        hidden = {"xtick.labelcolor": "none", "ytick.labelcolor": "none"}
+        bare, again = render_plan(dataclasses.replace(plan, extra=hidden))
+        assert again["plot_box"] == sidecar["plot_box"]  # the same layout
+        drawn = (image != bare).any(axis=2)
+        inside = np.zeros_like(drawn)
+        for label in labels:
+            left, top, right, bottom = label["box"]
+            box = (
+                slice(math.floor(top), math.ceil(bottom)),
+                slice(math.floor(left), math.ceil(right)),
+            )
+            assert drawn[box].any(), (index, label)
+            inside[box] = True
+        assert not (drawn & ~inside).any(), (index, np.argwhere(drawn & ~inside)[:5])
 
 
 def test_furniture_covers_what_the_grid_and_legend_draw(tmp_path):

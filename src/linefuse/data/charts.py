@@ -2,7 +2,8 @@
 
 Each chart is a table (CSV: the wavelength grid and every plotted series, the ground truth), its
 rendering (PNG, the sharp target that later stages degrade) and a sidecar (JSON: the style family
-and style sheet, the pixel size, and the plot box and axis limits that map any pixel to data).
+and style sheet, the pixel size, the plot box and axis limits that map any pixel to data, and each
+tick label's text and box).
 
 Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
 for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
@@ -358,7 +359,9 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
             figure.tight_layout(pad=plan.pad)
         canvas.draw()
         rgba = np.asarray(canvas.buffer_rgba())
-        furniture = plot_furniture(ax, canvas.get_renderer(), note if plan.annotate else None)
+        renderer = canvas.get_renderer()
+        furniture = plot_furniture(ax, renderer, note if plan.annotate else None)
+        labels = tick_labels(ax, renderer)
         box = ax.get_window_extent()
         xlim, ylim = ax.get_xlim(), ax.get_ylim()
         series = [
@@ -392,6 +395,7 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
         "ylim": [round(float(v), 6) for v in ylim],
         "series": series,
         "furniture": furniture,
+        "tick_labels": labels,
     }
     return rgb, sidecar
 
@@ -451,6 +455,31 @@ def plot_furniture(ax, renderer, note=None) -> dict:
     if note is not None:
         boxes.append(box(Text.get_window_extent(note, renderer)))  # the text, not the arrow
     return {"boxes": boxes, "lines": lines}
+
+
+def tick_labels(ax, renderer) -> list[dict]:
+    """Every major tick label drawn, for both axes: its axis, its text as drawn (matplotlib's
+    minus sign included; the offset text such as "1e3" is not a tick label) and its box in image
+    pixels (left, top, right, bottom; y down), the ground truth a text reader is scored on.
+    Labels whose tick lies outside the view limits are not drawn, nor empty ones; a box that
+    leaves the image is left out, as its text cannot be read whole."""
+    height, width = renderer.height, renderer.width
+    labels = []
+    for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        low, high = sorted(axis.get_view_interval())
+        slack = 1e-10 * (high - low)  # matplotlib's own tolerance for a tick on the limit
+        for tick in axis.get_major_ticks():
+            if not (tick.get_visible() and low - slack <= tick.get_loc() <= high + slack):
+                continue
+            for label in (tick.label1, tick.label2):
+                text = label.get_text()
+                if not (label.get_visible() and text.strip()):
+                    continue
+                e = label.get_window_extent(renderer)
+                box = [round(float(v), 2) for v in (e.x0, height - e.y1, e.x1, height - e.y0)]
+                if box[0] >= 0 and box[1] >= 0 and box[2] <= width and box[3] <= height:
+                    labels.append({"axis": name, "text": text, "box": box})
+    return labels
 
 
 def draw_chart(
