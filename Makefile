@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test chromium bench base clean
+.PHONY: install repro snakemake sweep test chromium tesseract bench base clean
 
 install: $(STAMP)
 
@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml requirements.lock
 	  || $(BIN)/python -m pip install -q -c requirements.lock -e '.[test]'
 	touch $@
 
-repro: $(STAMP)
+repro: $(STAMP) tesseract
 	$(BIN)/dvc repro
 
 # `make base`: remake the base LineFuse ships (src/linefuse/zoo/<base.name>, its model card says how
@@ -36,7 +36,7 @@ repro: $(STAMP)
 base: $(STAMP)
 	$(BIN)/linefuse base
 
-snakemake: $(STAMP)
+snakemake: $(STAMP) tesseract
 	$(BIN)/snakemake --cores 2
 
 # `make sweep`: queue one DVC experiment per LoRA rank x curriculum on/off (train.ordered), run
@@ -57,11 +57,12 @@ sweep: $(STAMP)
 	$(BIN)/dvc exp show --no-pager --md --drop '.*' \
 	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s[0-9]+\..*|summary\.psnr_gain_s[0-9]+)$$'
 
-# lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`
-test: $(STAMP) chromium
+# lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
+# Tesseract is installed first, so the tests that read tick labels must run, not skip.
+test: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q
 
 # tests/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
 # when missing (about 25 s), with sudo when not root.
@@ -69,6 +70,14 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/test_report.py"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# evaluate reads the charts' tick labels with Tesseract (pytesseract runs the program): Debian's
+# package, installed when missing, with sudo when not root. Without it evaluate still runs, and
+# the labels' error rates are null.
+tesseract:
+	@command -v tesseract >/dev/null 2>&1 || { echo "make: installing tesseract-ocr for evaluate"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr; }
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loader.py

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 from contextlib import chdir
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import pytest
 import yaml
 
 from linefuse.cli import main
+from linefuse.evaluate.ocr import missing
+
+# Tests that read tick labels need Tesseract, which `make test` installs (and then sets
+# LINEFUSE_REQUIRE_TESSERACT, so that they fail rather than skip where it could not).
+needs_tesseract = pytest.mark.skipif(
+    missing() is not None and not os.environ.get("LINEFUSE_REQUIRE_TESSERACT"),
+    reason=f"{missing()}; `make test` installs it (LINEFUSE_REQUIRE_TESSERACT=1: fail instead)",
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ("easy", "medium", "hard")

@@ -1,0 +1,155 @@
+"""Tick-label legibility: Tesseract's character error rate on the labels a chart's sidecar names.
+
+A restorer can sharpen a line and still turn "450" into glyphs nobody can read. Each generated
+chart's sidecar records every tick label's text and pixel box (data/charts.tick_labels), so each
+label is cut out, enlarged (6-9 pt at 72-100 dpi is a few pixels tall, below what Tesseract
+reads) and darkened, and the labels of one or more images are stacked into one page, one a line,
+read by one Tesseract call: starting Tesseract costs as much as reading thirty lines. The
+character error rate is the edit distance of what was read to what was drawn, summed over the
+labels, over the characters drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageOps
+
+# What tick labels hold; Tesseract reads nothing else. matplotlib draws U+2212 as its minus sign.
+WHITELIST = "0123456789.-+e"
+MINUS = str.maketrans({"\u2212": "-"})
+LINE_PX = 80  # each label's crop is enlarged (LANCZOS) to this height
+MARGIN_PX = 2  # image pixels kept around a label's box: its anti-aliasing and the blur's spread
+GAP_PX = 24  # white rows between the lines of a page, and around it
+# Each label is read twice, its ink darkened by each gamma (thin serif digits need the stronger),
+# and the reading Tesseract is surer of counts.
+GAMMAS = (2.5, 5.0)
+MAX_LINES = 240  # per page, so a page stays within Tesseract's image size
+CONFIG = f"--psm 6 -c tessedit_char_whitelist={WHITELIST}"
+INSTALL_HINT = "apt-get install tesseract-ocr, brew install tesseract or conda install tesseract"
+
+
+@dataclass(frozen=True)
+class Label:
+    """One tick label: its text as drawn and its box in image pixels (left, top, right, bottom)."""
+
+    text: str
+    box: tuple[float, float, float, float]
+
+
+def missing() -> str | None:
+    """Why labels cannot be read here, in one line naming the fix; None when they can."""
+    try:
+        import pytesseract
+    except ImportError:
+        return "pytesseract is not installed (pip install pytesseract)"
+    if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
+        return f"tesseract is not on PATH ({INSTALL_HINT})"
+    return None
+
+
+def normalise(text: str) -> str:
+    """A label's text as compared: matplotlib's minus as '-', no white space."""
+    return "".join(text.translate(MINUS).split())
+
+
+def edit_distance(read: str, truth: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions, each 1."""
+    previous = list(range(len(truth) + 1))
+    for i, a in enumerate(read, 1):
+        current = [i]
+        for j, b in enumerate(truth, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a != b)))
+        previous = current
+    return previous[-1]
+
+
+def _lines(gray: Image.Image, box: tuple[float, ...]) -> list[Image.Image]:
+    """One label cut out with MARGIN_PX around it, stretched to black on white, enlarged to
+    LINE_PX and darkened by each of GAMMAS."""
+    left, top, right, bottom = box
+    area = (
+        max(int(np.floor(left)) - MARGIN_PX, 0),
+        max(int(np.floor(top)) - MARGIN_PX, 0),
+        min(int(np.ceil(right)) + MARGIN_PX, gray.width),
+        min(int(np.ceil(bottom)) + MARGIN_PX, gray.height),
+    )
+    crop = ImageOps.autocontrast(gray.crop(area))
+    scale = LINE_PX / max(crop.height, 1)
+    size = (max(round(crop.width * scale), 1), LINE_PX)
+    crop = ImageOps.autocontrast(crop.resize(size, Image.Resampling.LANCZOS))
+    return [crop.point([round(255 * (v / 255) ** gamma) for v in range(256)]) for gamma in GAMMAS]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Tesseract on one OpenMP thread (unless the user chose): on short lines its threads only
+    wait on each other, and evaluate already runs one scorer per core."""
+    chosen = os.environ.get("OMP_THREAD_LIMIT")
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+    try:
+        yield
+    finally:
+        if chosen is None:
+            os.environ.pop("OMP_THREAD_LIMIT", None)
+
+
+def _read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
+    """Each line's text and Tesseract's confidence in it (its least sure word; -1 when nothing
+    was read), in one call: each word goes to the line whose rows hold the word's centre."""
+    import pytesseract
+
+    width = max(line.width for line in lines) + 2 * GAP_PX
+    page = Image.new("L", (width, len(lines) * (LINE_PX + GAP_PX) + GAP_PX), 255)
+    for row, line in enumerate(lines):
+        page.paste(line, (GAP_PX, GAP_PX + row * (LINE_PX + GAP_PX)))
+    with _one_thread():
+        data = pytesseract.image_to_data(page, config=CONFIG, output_type=pytesseract.Output.DICT)
+    words: list[list[tuple[int, str, float]]] = [[] for _ in lines]
+    for text, left, top, height, conf in zip(
+        data["text"], data["left"], data["top"], data["height"], data["conf"], strict=True
+    ):
+        row = int((top + height / 2 - GAP_PX / 2) // (LINE_PX + GAP_PX))
+        if text.strip() and 0 <= row < len(lines):
+            words[row].append((left, text.strip(), float(conf)))
+    return [
+        ("".join(text for _, text, _ in sorted(found)), min((c for *_, c in found), default=-1.0))
+        for found in words
+    ]
+
+
+def read_labels(images: list[np.ndarray], labels: list[Label]) -> list[list[str]]:
+    """What Tesseract reads in each label's box of each image (uint8 H x W x 3, all the size the
+    boxes were drawn at), in as few calls as MAX_LINES allows."""
+    lines = []
+    for image in images:
+        gray = Image.fromarray(image).convert("L")
+        lines += [line for label in labels for line in _lines(gray, label.box)]
+    read = []
+    for first in range(0, len(lines), MAX_LINES):
+        read += _read_page(lines[first : first + MAX_LINES])
+    variants = len(GAMMAS)
+    best = [
+        max(read[first : first + variants], key=lambda reading: reading[1])[0]
+        for first in range(0, len(read), variants)
+    ]
+    return [best[k * len(labels) : (k + 1) * len(labels)] for k in range(len(images))]
+
+
+def label_errors(images: list[np.ndarray], labels: list[Label]) -> list[tuple[int, int]]:
+    """For each image, (edits, characters): the summed edit distance of what was read in each
+    label to its text, and the characters drawn. Their ratio over many images is the pooled
+    character error rate."""
+    if not labels:
+        return [(0, 0) for _ in images]
+    truths = [normalise(label.text) for label in labels]
+    drawn = sum(len(truth) for truth in truths)
+    return [
+        (sum(edit_distance(normalise(r), t) for r, t in zip(read, truths, strict=True)), drawn)
+        for read in read_labels(images, labels)
+    ]
