@@ -56,9 +56,8 @@ def main() -> None:
                     blurred, drawn = degrade(sharp, domain, settings, rng)
                     meta = {"domain": domain, "params": drawn}
                     stand_in = baselines(blurred, domain, drawn, params.eval.baselines)["unsharp"]
-                    tasks.append(
-                        (blurred, sharp, meta, {model: stand_in}, truth, shown, params.eval)
-                    )
+                    task = (blurred, sharp, meta, {model: stand_in}, truth, shown, params.eval)
+                    tasks.append((*task, [], False))  # no tick labels read: scoring alone
     seconds, results = {}, {}
     for name, workers in (("one_process", 1), ("workers", args.workers)):
         started = time.perf_counter()

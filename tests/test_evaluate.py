@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import polars as pl
 import pytest
 import torch
 from PIL import Image
@@ -37,7 +38,7 @@ from linefuse.stage import UserError
 from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.model import load_null_prompt
 
-from conftest import LEVELS, file_digests, run_cli, tiny_params, write_params
+from conftest import LEVELS, file_digests, needs_tesseract, run_cli, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -259,6 +260,58 @@ def test_chart_summary_pools_every_image_of_the_split(evaluated):
         shares = pooled[f"{model}_below_input"] + pooled[f"{model}_above_input"]
         assert 0 < shares <= 1
     assert set(report["held_out"]["chart_summary"]) == set(report["chart_summary"])
+
+
+def _labels_read(project: Path, split: str, level: str, per_domain: int | None) -> int:
+    """The tick labels (from the sidecars) of the first `per_domain` pairs of each domain."""
+    index = pl.read_parquet(project / "data/index/images.parquet", columns=["id", "path"])
+    paths = dict(index.iter_rows())
+    taken, count = {}, 0
+    for meta in LmdbPairs(project / "data/shards" / level, split).metas:
+        taken[meta["domain"]] = taken.get(meta["domain"], 0) + 1
+        if per_domain is None or taken[meta["domain"]] <= per_domain:
+            sidecar = (project / "data/source" / paths[meta["image_id"]]).with_suffix(".json")
+            count += len(json.loads(sidecar.read_text())["tick_labels"])
+    return count
+
+
+@needs_tesseract
+def test_eval_json_reports_how_legible_the_tick_labels_are(evaluated):
+    """ocr_cer: per level, the character error rate of the tick labels Tesseract reads in the
+    input, the model's output and the sharp chart, over every label of the images read (the
+    first eval.ocr.max_images of each domain); per cell under chart. The tiny charts' 4-5 pt
+    labels at 72 dpi are 3-4 px tall, so these rates are high: test_ocr.py judges the reading."""
+    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    params = tiny_params()["eval"]
+    model, most = f"model_s{params['steps']}", params["ocr"]["max_images"]
+    for block, split in ((report, "test"), (report["held_out"], "held_out")):
+        assert set(block["ocr_cer"]) == set(LEVELS)
+        for level, cell in block["ocr_cer"].items():
+            assert set(cell) == {"input", model, "sharp", "labels"}
+            assert cell["labels"] == _labels_read(evaluated, split, level, most) > 0
+            for name in ("input", model, "sharp"):
+                assert isinstance(cell[name], float) and cell[name] >= 0, (level, name)
+                for domain in DOMAINS:
+                    assert block["chart"][domain][level][name]["ocr_cer"] >= 0, (domain, name)
+
+
+def test_without_tesseract_the_ocr_figures_are_null(evaluated, tmp_path, monkeypatch, caplog):
+    """Where the tesseract program is missing evaluate still runs: one warning names the fix, and
+    every ocr_cer figure is null beside the labels that would have been read."""
+    pytesseract = pytest.importorskip("pytesseract")
+    project = shutil.copytree(evaluated, tmp_path / "project", symlinks=True)
+    params = tiny_params()
+    params["eval"]["max_samples"] = 1
+    write_params(project, params)
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", "no-such-tesseract")
+    assert run_cli(project, "evaluate", "--workers", "1") == 0
+    warnings = [r.getMessage() for r in caplog.records if "tick labels" in r.getMessage()]
+    assert len(warnings) == 1 and "apt-get install tesseract-ocr" in warnings[0]
+    report = json.loads((project / "metrics/eval.json").read_text())
+    model = f"model_s{params['eval']['steps']}"
+    for level, cell in report["ocr_cer"].items():
+        assert cell == {"input": None, model: None, "sharp": None, "labels": cell["labels"]}
+        assert cell["labels"] == _labels_read(project, "test", level, 1) > 0
 
 
 def test_scores_do_not_depend_on_the_worker_count(evaluated, tmp_path):

@@ -169,7 +169,16 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
         (held["chart_summary"], "Held-out chart errors over every image"),
     ):
         _check_chart_summary(_table(page, caption)[2:], pooled, model)
-    tabled = {"psnr", "ssim", "chart", "chart_summary", "sweep", "summary", "held_out"}
+    # ocr_cer: a row per level, the tick labels' error rate in the input, the model and the sharp
+    # chart ("–" where Tesseract was missing) and the labels read
+    rows = _table(page, "Tick labels read back by Tesseract")[2:]
+    assert len(rows) == len(report["ocr_cer"]) == 3
+    for row in rows:
+        cell = report["ocr_cer"][row[-5][0]]
+        rates = [cell[name] for name in ("input", model, "sharp")]
+        assert [text for text, _ in row[-4:-1]] == ["–" if v is None else f"{v:.3f}" for v in rates]
+        assert row[-1][0] == str(cell["labels"])
+    tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
     tabled.add(f"psnr_gain_s{steps}")
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too

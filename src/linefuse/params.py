@@ -655,6 +655,13 @@ class IntervalParams(Strict):
     resamples: Annotated[int, Field(ge=100, le=100_000)]
 
 
+class OcrParams(Strict):
+    """Tick-label legibility (Tesseract's character error rate) on the first `max_images` images
+    of each domain and level, in the test and held-out splits; null reads them all, 0 none."""
+
+    max_images: Annotated[int, Field(ge=0)] | None
+
+
 class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
     shrink: Annotated[float, Field(ge=0.0, le=255.0)]
@@ -665,6 +672,7 @@ class EvalParams(Strict):
     interval: IntervalParams
     metric: MetricParams
     baselines: BaselineParams
+    ocr: OcrParams
 
 
 class TileParams(Strict):

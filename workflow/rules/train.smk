@@ -132,6 +132,7 @@ rule evaluate:
         "src/linefuse/evaluate/baselines.py",
         "src/linefuse/evaluate/metrics.py",
         "src/linefuse/evaluate/chart_metrics.py",
+        "src/linefuse/evaluate/ocr.py",
         "src/linefuse/hardware.py",
     output:
         "reports/samples.png",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from linefuse.evaluate.ocr import Label
+
 SPINE_INSET_PX = 2.0  # rows and columns this close to the plot box's edge hold the axes' spines
 FURNITURE_MARGIN_PX = 1.0  # around the sidecar's boxes and lines: their anti-aliasing
 
@@ -55,7 +57,7 @@ class ChartTruth:
     plot_box is (left, top, right, bottom) in image pixels; colour is 0-255 RGB; wavelength
     ascends. boxes and lines are the sidecar's furniture (legend and text boxes; grid lines as
     polylines with their width and colour), in image pixels: never the curve. A sidecar without
-    furniture (a user's own) has none.
+    furniture (a user's own) has none. labels are its tick labels, text and box (evaluate/ocr).
     """
 
     width: int
@@ -70,6 +72,7 @@ class ChartTruth:
     intensity: np.ndarray
     boxes: tuple[tuple[float, float, float, float], ...] = ()
     lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = ()
+    labels: tuple[Label, ...] = ()
 
 
 def read_truth(png_path: Path | str) -> ChartTruth | None:
@@ -102,6 +105,12 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             )
             for line in furniture.get("lines", [])
         )
+        labels = tuple(
+            Label(str(label["text"]), tuple(float(v) for v in label["box"]))
+            for label in sidecar.get("tick_labels", [])
+        )
+        if any(len(label.box) != 4 for label in labels):
+            raise ValueError("a tick label's box needs four numbers")
         return ChartTruth(
             width=int(sidecar["width"]),
             height=int(sidecar["height"]),
@@ -115,6 +124,7 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             intensity=intensity[order],
             boxes=boxes,
             lines=lines,
+            labels=labels,
         )
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, StopIteration):
         return None

@@ -6,9 +6,11 @@ final curriculum adapter at `eval.steps` DDIM steps; with per-domain adapters (t
 each domain's own adapter and their weighted merge. Each cell (domain x level) gets its sample
 count and a bootstrap interval of the model's mean gain over the input. A centred tile of a few
 images per cell is also restored at every step count of `eval.sweep`, timed per megapixel.
-Charts also get LineFuse's peak-position and integral errors. Writes metrics/eval.json (keys such as
-psnr.gaussian.hard.model_s4 and psnr_gain_s4.gaussian.hard.low), plots/*.csv and
-reports/samples.png.
+Charts also get LineFuse's peak-position and integral errors, and the first `eval.ocr.max_images`
+of each cell the legibility of their tick labels: Tesseract's character error rate on the input,
+the model and the sharp chart (evaluate/ocr.py), pooled per level (ocr_cer) and per cell (the
+chart block's ocr_cer). Writes metrics/eval.json (keys such as psnr.gaussian.hard.model_s4 and
+psnr_gain_s4.gaussian.hard.low), plots/*.csv and reports/samples.png.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tqdm import tqdm
 
 from linefuse import paths
 from linefuse.data.readers import LmdbPairs
+from linefuse.evaluate import ocr
 from linefuse.evaluate.baselines import CLASSICAL, baselines
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.curves import ChartTruth, curve_errors, read_truth, shown_columns
@@ -124,6 +127,10 @@ class _Scores:
     sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
     sharp_figures: dict = field(default_factory=dict)  # image_id -> its sharp image's _figures
     sharp_shown: dict = field(default_factory=dict)  # image_id -> where it shows the curve
+    # tick labels: ocr[domain][level][method] -> (edits, characters, labels) of each image read
+    # (edits None where Tesseract is missing); each sharp image's, read once, by image_id
+    ocr: dict = field(default_factory=lambda: _nested(3))
+    sharp_ocr: dict = field(default_factory=dict)
 
 
 def evaluate(params: Params, device: Choice, workers: int = 1) -> dict:
@@ -148,6 +155,7 @@ def _evaluate(params: Params, device: Choice, scoring_map: Callable) -> dict:
     swept = _nested(3)  # as _Scores.psnr, on the sweep's tiles
     truths = _chart_truths(params)
     scored = {split: _Scores() for split in EVALUATED}
+    reading = _ocr_ready(params, truths)
     for level in params.degrade.levels:
         for split, scores in scored.items():
             pairs = _split_pairs(level, split, params.eval.max_samples)
@@ -161,7 +169,7 @@ def _evaluate(params: Params, device: Choice, scoring_map: Callable) -> dict:
                 f"model_s{params.eval.steps}": restore([p[0] for p in pairs], params.eval.steps)
             }
             outputs |= _adapter_outputs(pairs, by_domain, combined, params.eval.steps, params)
-            _score_level(pairs, level, outputs, params, scores, truths, scoring_map)
+            _score_level(pairs, level, outputs, params, scores, truths, scoring_map, reading)
             for _, sharp, meta in pairs:
                 scores.sharp.setdefault(meta["image_id"], sharp)
             if split == "test":
@@ -209,6 +217,32 @@ def _chart_truths(params: Params) -> dict[str, ChartTruth]:
     root = Path(params.data.source_dir)
     found = {row["id"]: read_truth(root / row["path"]) for row in scored.iter_rows(named=True)}
     return {image_id: truth for image_id, truth in found.items() if truth is not None}
+
+
+def _ocr_ready(params: Params, truths: dict[str, ChartTruth]) -> bool:
+    """Whether tick labels are read: some are to be, and Tesseract is here. Without it the
+    error rates are null, and one warning names the fix."""
+    wanted = params.eval.ocr.max_images != 0 and any(t.labels for t in truths.values())
+    reason = ocr.missing() if wanted else None
+    if reason is not None:
+        log.warning("evaluate: tick labels not read, their error rates are null: %s", reason)
+    return wanted and reason is None
+
+
+def _labels_in(image: np.ndarray, truth: ChartTruth | None) -> list[ocr.Label]:
+    """The chart's tick labels that lie whole inside `image` (the chart or a centred crop of it),
+    their boxes in its pixels."""
+    if truth is None:
+        return []
+    top, left = _offset(image, truth)
+    height, width = image.shape[:2]
+    inside = []
+    for label in truth.labels:
+        x0, y0, x1, y1 = label.box
+        box = (x0 - left, y0 - top, x1 - left, y1 - top)
+        if box[0] >= 0 and box[1] >= 0 and box[2] <= width and box[3] <= height:
+            inside.append(ocr.Label(label.text, box))
+    return inside
 
 
 def _offset(image: np.ndarray, truth: ChartTruth) -> tuple[int, int]:
@@ -267,10 +301,11 @@ def _scoring_map(workers: int) -> Iterator[Callable]:
         yield lambda function, tasks: pool.imap(function, tasks, chunksize=2)
 
 
-def _score_pair(task: tuple) -> tuple[dict, dict, dict]:
+def _score_pair(task: tuple) -> tuple[dict, dict, dict, dict]:
     """PSNR and SSIM of the input, the classical baselines and every model output of one pair
-    against its sharp image, and the line-fidelity errors of the input and the model."""
-    blurred, sharp, meta, outputs, truth, shown, settings = task
+    against its sharp image, the line-fidelity errors of the input and the model, and the tick
+    labels' reading errors of the input, the model and (when asked) the sharp image."""
+    blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp = task
     methods = {
         "input": blurred,
         **baselines(blurred, meta["domain"], meta["params"], settings.baselines),
@@ -284,7 +319,20 @@ def _score_pair(task: tuple) -> tuple[dict, dict, dict]:
             "input": _figures(blurred, sharp, truth, shown),
             model: _figures(methods[model], sharp, truth, shown),
         },
+        _tick_errors(
+            {"input": blurred, model: methods[model]} | ({"sharp": sharp} if read_sharp else {}),
+            labels,
+        ),
     )
+
+
+def _tick_errors(images: dict[str, np.ndarray], labels: list[ocr.Label]) -> dict:
+    """name -> (edits, characters, labels) of Tesseract's reading of the tick labels in each
+    image, all in one call; empty without labels."""
+    if not labels:
+        return {}
+    errors = ocr.label_errors(list(images.values()), labels)
+    return {name: (*error, len(labels)) for name, error in zip(images, errors, strict=True)}
 
 
 def _score_level(
@@ -295,11 +343,15 @@ def _score_level(
     scores: _Scores,
     truths: dict[str, ChartTruth],
     scoring_map: Callable,
+    reading: bool,
 ) -> None:
     """Scores the input, the classical baselines and every model output of one level's pairs;
     the line-fidelity errors for the input, the model and the sharp image itself (the floor of
-    reading the line back)."""
-    tasks = []
+    reading the line back); and on the first eval.ocr.max_images pairs of each domain, the tick
+    labels' reading errors (`reading`: Tesseract is here; else recorded as not read)."""
+    tasks, ticks = [], []
+    chosen = set(_first_per_domain([pair[2] for pair in pairs], params.eval.ocr.max_images))
+    asked = set()  # images whose sharp labels a task reads
     for index, (blurred, sharp, meta) in enumerate(pairs):
         image_id, truth = meta["image_id"], truths.get(meta["image_id"])
         if image_id not in scores.sharp_figures:  # the same sharp image in every cell
@@ -307,9 +359,17 @@ def _score_level(
             scores.sharp_shown[image_id] = shown
             scores.sharp_figures[image_id] = _figures(sharp, sharp, truth, shown)
         own = {name: images[index] for name, images in outputs.items()}
-        tasks.append((blurred, sharp, meta, own, truth, scores.sharp_shown[image_id], params.eval))
+        labels = _labels_in(sharp, truth) if index in chosen else []
+        read_sharp = bool(labels) and image_id not in scores.sharp_ocr and image_id not in asked
+        if read_sharp:
+            asked.add(image_id)
+        shown = scores.sharp_shown[image_id]
+        read = labels if reading else []
+        tasks.append((blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp))
+        ticks.append(labels)
     model = f"model_s{params.eval.steps}"
-    for task, (psnrs, ssims, figures) in zip(tasks, scoring_map(_score_pair, tasks), strict=True):
+    results = scoring_map(_score_pair, tasks)
+    for task, labels, (psnrs, ssims, figures, errors) in zip(tasks, ticks, results, strict=True):
         blurred, sharp, meta, own = task[:4]
         domain = meta["domain"]
         for name, value in psnrs.items():
@@ -319,7 +379,25 @@ def _score_level(
         for name, by_figure in figures.items():
             for figure, value in by_figure.items():
                 scores.chart[domain][level][name][figure].append(value)
+        _record_ticks(scores.ocr[domain][level], scores.sharp_ocr, meta, labels, errors, model)
         scores.showcase.setdefault((domain, level), (blurred, own[model], sharp))
+
+
+def _record_ticks(
+    cell: dict, sharp_ocr: dict, meta: dict, labels: list, errors: dict, model: str
+) -> None:
+    """Adds one pair's tick-label errors to its cell, with its sharp image's (read by the first
+    pair that shows it). Labels not read (no Tesseract) count as (None, characters, labels)."""
+    if not labels:
+        return
+    if not errors:
+        drawn = sum(len(ocr.normalise(label.text)) for label in labels)
+        errors = {name: (None, drawn, len(labels)) for name in ("input", model, "sharp")}
+    if "sharp" in errors:
+        sharp_ocr[meta["image_id"]] = errors["sharp"]
+    errors = errors | {"sharp": sharp_ocr[meta["image_id"]]}
+    for name in ("input", model, "sharp"):
+        cell[name].append(errors[name])
 
 
 def _tables(scores: _Scores, params: Params) -> dict:
@@ -363,6 +441,12 @@ def _tables(scores: _Scores, params: Params) -> dict:
         for domain, by_level in scores.chart.items()
     }
     report["chart_summary"] = _chart_summary(scores.chart, model)
+    if any(cell for by_level in scores.ocr.values() for cell in by_level.values()):
+        report["ocr_cer"] = _ocr_by_level(scores.ocr)
+        for domain, by_level in scores.ocr.items():
+            for level, by_name in by_level.items():
+                for name, errors in by_name.items():
+                    report["chart"][domain][level][name]["ocr_cer"] = _pooled_cer(errors)
     cell_gains = [values for by_level in gains.values() for values in by_level.values()]
     report["summary"] = _summary(report, params.degrade.levels, steps) | _headline_interval(
         cell_gains, report[f"psnr_gain_s{steps}"], steps, params
@@ -378,6 +462,30 @@ def _tables(scores: _Scores, params: Params) -> dict:
             f"min_psnr_s{steps}": round(min(scores.sharp_psnr), 4),
         }
     return report
+
+
+def _pooled_cer(errors: list[tuple]) -> float | None:
+    """The character error rate over many images' labels: their edits over their characters;
+    None when any was not read (no Tesseract) or nothing was drawn."""
+    edits, drawn = [e[0] for e in errors], sum(e[1] for e in errors)
+    if not drawn or None in edits:
+        return None
+    return round(sum(edits) / drawn, 4)
+
+
+def _ocr_by_level(table: dict) -> dict:
+    """Per level, over its read images of every domain: the pooled character error rate of the
+    tick labels of the input, the model and the sharp chart, and how many labels each read."""
+    pooled = defaultdict(lambda: defaultdict(list))  # level -> name -> errors
+    for by_level in table.values():
+        for level, by_name in by_level.items():
+            for name, errors in by_name.items():
+                pooled[level][name] += errors
+    return {
+        level: {name: _pooled_cer(errors) for name, errors in by_name.items()}
+        | {"labels": sum(e[2] for e in by_name["input"])}
+        for level, by_name in pooled.items()
+    }
 
 
 def _chart_summary(chart: dict, model: str) -> dict:

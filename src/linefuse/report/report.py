@@ -42,7 +42,7 @@ INPUTS = [EVAL_JSON, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # eval.json's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
-TABLED = {"psnr", "ssim", "chart", "chart_summary", "sweep", "summary", "held_out"}
+TABLED = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
 GAIN_BLOCK = re.compile(r"psnr_gain_s\d+")
 GROUP_LABELS = {
     "input": "blurred",
@@ -194,7 +194,8 @@ def score_grid(
 
 
 def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
-    """eval.json's `chart`: errors of the line read back from the image, per figure and method."""
+    """eval.json's `chart`: errors of the line read back from the image, and of its tick labels
+    (ocr_cer), per figure and method."""
     cells = {
         d: {
             lv: {(f, n): v for n, figures in cell.items() for f, v in figures.items()}
@@ -208,10 +209,30 @@ def chart_grid(chart: dict, domains: list[str], levels: list[str]) -> Grid:
     sets = [[(f, n) for n in methods] for f in figures]
     rows, _ = grid(cells, domains, levels, sets, 3, lower_is_better=True)
     return Grid(
-        "Errors of the line read back from the image",
+        "Errors of the line and the tick labels read back from the image",
         "lower is better, best of each row and figure in bold",
         [(f.replace("_", " "), len(methods)) for f in figures],
         [(method_label(n), n) for _ in figures for n in methods],
+        rows,
+        css=" compact",
+    )
+
+
+def ocr_grid(block: dict, levels: list[str], steps: int) -> Grid:
+    """eval.json's ocr_cer: per level, the tick labels' character error rate in the input and the
+    model's output (the better in bold), in the sharp chart (what Tesseract misreads anyway),
+    and the labels read."""
+    names = ["input", f"model_s{steps}"]
+    rows, _ = grid({"every domain": block}, [], levels, [names], 3, lower_is_better=True)
+    for row in rows:
+        cell = block[row["level"]]
+        sharp = NA if cell.get("sharp") is None else (f"{cell['sharp']:.3f}", "v", "")
+        row["cells"] += [sharp, (str(cell.get("labels", "")), "v", "")]
+    return Grid(
+        "Tick labels read back by Tesseract",
+        "character error rate, lower is better",
+        [],
+        [(method_label(n), n) for n in [*names, "sharp"]] + [("labels", "labels")],
         rows,
         css=" compact",
     )
@@ -464,6 +485,7 @@ def render(
         held_out=held_out,
         chart=chart_grid(report.get("chart", {}), domains, levels),
         chart_summary=chart_summary_table(report.get("chart_summary", {}), steps),
+        ocr=ocr_grid(report.get("ocr_cer", {}), levels, steps),
         steps=steps_table(by_steps, report.get("sweep", {})),
         samples=samples_figure(samples_png, scored, steps) if psnr else None,
         sections=", ".join(SECTIONS),
