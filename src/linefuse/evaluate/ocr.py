@@ -4,7 +4,7 @@ A restorer can sharpen a line and still turn "450" into glyphs nobody can read. 
 chart's sidecar records every tick label's text and pixel box (data/charts.tick_labels), so each
 label is cut out, enlarged (6-9 pt at 72-100 dpi is a few pixels tall, below what Tesseract
 reads) and darkened, and the labels of one or more images are stacked into one page, one a line,
-read by one Tesseract call: starting Tesseract costs as much as reading thirty lines. The
+read by one Tesseract call: starting Tesseract costs more than reading a chart's labels. The
 character error rate is the edit distance of what was read to what was drawn, summed over the
 labels, over the characters drawn.
 """
@@ -31,7 +31,10 @@ GAP_PX = 24  # white rows between the lines of a page, and around it
 GAMMAS = (2.5, 5.0)
 MAX_LINES = 240  # per page, so a page stays within Tesseract's image size
 CONFIG = f"--psm 6 -c tessedit_char_whitelist={WHITELIST}"
-INSTALL_HINT = "apt-get install tesseract-ocr, brew install tesseract or conda install tesseract"
+INSTALL_HINT = (
+    "make tesseract (apt-get install tesseract-ocr), brew install tesseract, "
+    "or conda install -c conda-forge tesseract"
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def missing() -> str | None:
     except ImportError:
         return "pytesseract is not installed (pip install pytesseract)"
     if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
-        return f"tesseract is not on PATH ({INSTALL_HINT})"
+        return f"tesseract is not on PATH: install it with {INSTALL_HINT}"
     return None
 
 
