@@ -13,11 +13,23 @@ from diffusers import UNet2DConditionModel
 from safetensors.torch import load_file
 
 from linefuse import paths
+from linefuse.data.charts import draw_chart
+from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.stream import ChartPairs, base_chart_params
+from linefuse.evaluate import ocr
 from linefuse.evaluate.base_scores import score_base, scoring_charts
 from linefuse.params import ParamsError, load_params, parse_params
+from linefuse.serve.restorer import Restorer
 
-from conftest import ROOT, copy_project, embed_all, run_cli, tiny_params, write_params
+from conftest import (
+    ROOT,
+    copy_project,
+    embed_all,
+    needs_tesseract,
+    run_cli,
+    tiny_params,
+    write_params,
+)
 
 SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").base.name)
 
@@ -104,6 +116,30 @@ def test_the_shipped_base_restores_default_charts_it_never_saw():
     gains = scores["test"] if scores["test"] else scores["held_out"]
     assert gains["mean"] > 3.0
     assert scores["sharp"]["worst"] > 45.0
+
+
+@needs_tesseract
+def test_the_shipped_base_makes_tick_labels_no_less_legible():
+    """Issue 26's text bar on 4 default charts in every domain (about 590 characters a level),
+    as evaluate pools it: at each level, the tick labels Tesseract reads in the base's output
+    have a character error rate no more than one point above the degraded input's."""
+    params = load_params(ROOT / "params.yaml")
+    restorer = Restorer(params, None, "cpu", base_dir=SHIPPED)
+    charts = [draw_chart(params.data.charts, index) for index in range(4)]
+    for level in params.degrade.levels:
+        edits, drawn = np.zeros(2), 0
+        for index, (sharp, _, sidecar) in enumerate(charts):
+            labels = [ocr.Label(t["text"], tuple(t["box"])) for t in sidecar["tick_labels"]]
+            for domain in params.degrade.domains:
+                rng = item_rng(params.degrade.seed, f"chart_{index:05d}", domain, level)
+                blurred, _ = degrade(sharp, domain, params.degrade.level(domain, level), rng)
+                restored = restorer.restore_image(blurred, params.eval.steps)
+                errors = ocr.label_errors([blurred, restored], labels)
+                edits += [e for e, _ in errors]
+                drawn += errors[0][1]
+        input_cer, model_cer = edits / drawn
+        assert drawn > 500
+        assert model_cer <= input_cer + 0.01, (level, input_cer, model_cer)
 
 
 def test_model_unet_names_a_shipped_model_or_says_what_it_accepts(tmp_path):
