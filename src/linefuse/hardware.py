@@ -1,9 +1,10 @@
 """What this machine is good at: the device and training precision that `auto` picks, and why.
 
 Choices that change speed by an order of magnitude are made at run time from what the machine
-has, never from what was fast on the machine that wrote the params: bf16 autocast ran 1.45x
-faster than fp32 on a CPU with AMX but 11-14x slower on an AVX2-only one, where oneDNN emulates
-it. `torch.backends.cpu.get_cpu_capability()` says only AVX2/AVX512, so the CPU flags decide.
+has, never from what was fast on the machine that wrote the params: bf16 autocast is faster than
+fp32 on a CPU with native bf16 (AVX-512 BF16, AMX) and far slower on an AVX2-only one, where
+oneDNN emulates it (benchmarks/results/precision.json and precision-avx2.json hold the figures).
+`torch.backends.cpu.get_cpu_capability()` says only AVX2/AVX512, so the CPU flags decide.
 Every choice comes with a one-line reason that the stages log and write into their metrics.
 """
 
@@ -101,7 +102,7 @@ def choose_precision(requested: str, device: str) -> Choice:
             return Choice(
                 "bf16",
                 f"set to bf16, although CPU {cpu_model()} has no native bf16 "
-                f"({' / '.join(NATIVE_BF16_FLAGS)}): expect it ~10x slower than fp32",
+                f"({' / '.join(NATIVE_BF16_FLAGS)}): emulated, expect it far slower than fp32",
             )
         return Choice(requested, f"set to {requested}")
     if on_gpu:
@@ -120,7 +121,7 @@ def choose_precision(requested: str, device: str) -> Choice:
     return Choice(
         "fp32",
         f"auto: CPU {cpu_model()} has no native bf16 (no "
-        f"{' / '.join(NATIVE_BF16_FLAGS)}), where bf16 runs ~10x slower than fp32",
+        f"{' / '.join(NATIVE_BF16_FLAGS)}), where bf16 is emulated, far slower than fp32",
     )
 
 

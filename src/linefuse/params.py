@@ -589,8 +589,8 @@ class TrainParams(Strict):
 
     def training_levels(self, level: str) -> list[str]:
         """The levels train@level samples from: with `replay`, those before it too, so the final
-        adapter keeps what the earlier levels taught (without it the hard adapter lost 0.1 to
-        1.2 dB on easy inputs against the base)."""
+        adapter, which evaluate scores on every level, keeps what the earlier levels taught
+        (docs/experiments.md: without it the hard adapter forgets the easy inputs)."""
         order = self.order()
         if not self.ordered:
             return order
@@ -854,7 +854,7 @@ def _one_line(error: ValidationError, source: str) -> str:
         parent = key.rpartition(".")[0]
         message = "unknown key; remove it or fix its spelling"
         if parent:
-            message += f" (see the keys under {parent!r} in the README)"
+            message += f" (see the keys under {parent!r} in the repository's params.yaml)"
     elif first["type"] == "missing":
         message = "missing; this key is required"
     else:

@@ -1,6 +1,6 @@
 """Decoding any accepted image file to 8-bit RGB, the one layout the pipeline works in.
 
-Conversions (documented in the README): 16-bit and 32-bit greyscale are scaled to 8 bits;
+Conversions (documented in docs/pipeline.md): 16-bit and 32-bit greyscale are scaled to 8 bits;
 transparency (RGBA, LA, palette with a transparent index) is composited over white, as a chart
 would be printed; CMYK, YCbCr, palette and greyscale go through Pillow's RGB conversion.
 """

@@ -59,8 +59,8 @@ class Pair:
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
-    """Raw .npy, not PNG: decoding two PNGs per sample cost the tar reader 2.5x its throughput
-    (benchmarks/loader.py); .npy loads without pickle (allow_pickle stays False)."""
+    """Raw .npy, not PNG: the tar reader would otherwise decode two PNGs per sample, its
+    costliest work (docs/experiments.md); .npy loads without pickle (allow_pickle stays False)."""
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
@@ -75,8 +75,7 @@ def crop_windows(sharp: np.ndarray, blurred: np.ndarray, split: str, params: Par
 
     A `shards.focus` share of the train patches is centred, give or take a quarter of a crop, on
     a pixel the degradation changed: a uniform patch of a chart is mostly blank paper, which
-    teaches nothing. On the default charts that raised the mean test gain from +0.43 to +0.66 dB
-    (500 steps, README).
+    teaches nothing (docs/experiments.md has the trial).
     """
     shards = params.shards
     height, width = sharp.shape[:2]

@@ -119,10 +119,9 @@ def sample(
     SamplingCancelled before a step once `should_stop()` is true.
 
     `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
-    the blurred input itself), so a restoration is one deterministic estimate; on the earlier
-    300-step default model (6 test crops per cell, 4 steps) it raised the mean PSNR gain from
-    +2.70 to +3.03 dB over a random start, whose leftover noise cost up to 1.3 dB on near-clean
-    JPEG inputs. `noise` starts from a seeded draw, for varied samples.
+    the blurred input itself), so a restoration is one deterministic estimate, without the
+    leftover noise a random start adds to near-clean inputs (docs/experiments.md). `noise` starts
+    from a seeded draw, for varied samples.
     """
     scheduler = DDIMScheduler(
         num_train_timesteps=model.train_timesteps,
