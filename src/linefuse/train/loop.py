@@ -696,8 +696,8 @@ BARELY_RESTORING = 0.98  # of the unchanged input's val loss: this close, next t
 
 
 def _warn_if_barely_restoring(job: Job, loss: float | None, unchanged: float | None) -> None:
-    """A model stuck at returning its input (too high a learning rate can park it there: the
-    tiny UNet at pretrain.lr 4e-3) trains without error and scores a gain of 0; say so."""
+    """A model stuck at returning its input (too high a learning rate can park it there) trains
+    without error and scores a gain of 0; say so."""
     if loss is None or unchanged is None or loss < BARELY_RESTORING * unchanged:
         return
     log.warning(
