@@ -183,11 +183,12 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     return app
 
 
-def _service(request: Request) -> RestoreService:
+async def _service(request: Request) -> RestoreService:
     return request.app.state.service
 
 
-# the app's RestoreService, as a route parameter
+# the app's RestoreService, as a route parameter (an async dependency: a plain def one would
+# take a worker thread for every request, /health's included, while a restoration holds one)
 Service = Annotated[RestoreService, Depends(_service)]
 
 
