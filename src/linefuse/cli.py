@@ -244,53 +244,89 @@ def build_parser() -> argparse.ArgumentParser:
         "--params", default=str(paths.PARAMS), help="params file (default: %(default)s)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
+    _add_data_stages(commands)
+    _add_training_stages(commands)
+    _add_profile(commands)
+    _add_evaluation_stages(commands)
+    _add_restore(commands)
+    _add_serve(commands)
+    return parser
 
-    def add(name: str, handler, help: str, workers: bool = False) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help)
-        sub.set_defaults(handler=handler, workers=1)
-        if workers:
-            sub.add_argument(
-                "--workers",
-                type=int,
-                default=default_workers(),
-                help="processes to use; never changes the output (default: all cores)",
-            )
-        return sub
 
-    add(
+def _add_stage(
+    commands, name: str, handler, help: str, workers: bool = False
+) -> argparse.ArgumentParser:
+    """Subcommand `name` running `handler(params, args)`; with `workers`, it takes --workers."""
+    sub = commands.add_parser(name, help=help)
+    sub.set_defaults(handler=handler, workers=1)
+    if workers:
+        sub.add_argument(
+            "--workers",
+            type=int,
+            default=default_workers(),
+            help="processes to use; never changes the output (default: all cores)",
+        )
+    return sub
+
+
+def _add_data_stages(commands) -> None:
+    """generate, index, shard and embed: from charts to cached model inputs."""
+    _add_stage(
+        commands,
         "generate",
         run_generate,
         "render the synthetic spectrum charts (the default data)",
         workers=True,
     )
-    add("index", run_index, f"index data.source_dir into {paths.INDEX_DIR}/*.parquet", workers=True)
-    add(
-        "shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True
+    _add_stage(
+        commands,
+        "index",
+        run_index,
+        f"index data.source_dir into {paths.INDEX_DIR}/*.parquet",
+        workers=True,
+    )
+    _add_stage(
+        commands, "shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True
     ).add_argument("--level", required=True, help="a name from degrade.levels")
-    add(
-        "embed", run_embed, "cache one level's pixels or VAE latents and prompt embeddings"
+    _add_stage(
+        commands,
+        "embed",
+        run_embed,
+        "cache one level's pixels or VAE latents and prompt embeddings",
     ).add_argument("--level", required=True, help="a name from degrade.levels")
-    add(
+
+
+def _add_training_stages(commands) -> None:
+    """pretrain, base, train and train-domains: the models."""
+    _add_stage(
+        commands,
         "pretrain",
         run_pretrain,
         "train the tiny base UNet on every level (or widen a pretrained one)",
     )
-    add(
+    _add_stage(
+        commands,
         "base",
         run_base,
         f"train the base LineFuse ships ({paths.ZOO_DIR.name}/<base.name>) on charts drawn on the "
         "fly, score it and write its model card (hours; resumable)",
     )
-    add("train", run_train, "train one curriculum level's LoRA adapter").add_argument(
-        "--level", required=True, help="a name from train.curriculum"
-    )
-    add(
+    _add_stage(
+        commands, "train", run_train, "train one curriculum level's LoRA adapter"
+    ).add_argument("--level", required=True, help="a name from train.curriculum")
+    _add_stage(
+        commands,
         "train-domains",
         run_train_domains,
         "with train.adapters: per_domain, one LoRA adapter "
         "per blur domain and their weighted merge",
     )
-    profiler = add(
+
+
+def _add_profile(commands) -> None:
+    """profile: a few timed training steps of one level or of the full fine-tune."""
+    profiler = _add_stage(
+        commands,
         "profile",
         run_profile,
         "time a few training steps: data loading, forward and "
@@ -310,18 +346,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="timed steps, after 2 untimed warm-up steps (default: %(default)s)",
     )
     profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
-    add(
+
+
+def _add_evaluation_stages(commands) -> None:
+    """evaluate and report: the scores and the page that shows them."""
+    _add_stage(
+        commands,
         "evaluate",
         run_evaluate,
         "PSNR/SSIM per domain and level, baselines, steps, latency",
         workers=True,
     )
-    add(
+    _add_stage(
+        commands,
         "report",
         run_report,
         f"{paths.REPORT_HTML}: the eval tables, plots, samples and params on one static page",
     )
-    restore = add("restore", run_restore, "restore image files or folders of any size")
+
+
+def _add_restore(commands) -> None:
+    """restore: the trained model on a user's own image files."""
+    restore = _add_stage(
+        commands, "restore", run_restore, "restore image files or folders of any size"
+    )
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
     restore.add_argument(
         "--adapter",
@@ -334,7 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
     restore.add_argument("--device", choices=DEVICES, help="overrides compute.device")
-    serve = add("serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters")
+
+
+def _add_serve(commands) -> None:
+    """serve: the trained model behind HTTP."""
+    serve = _add_stage(
+        commands, "serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters"
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
@@ -343,7 +397,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder of adapter folders (default: %(default)s)",
     )
     serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
-    return parser
 
 
 def disk_error(error: BaseException) -> OSError | None:

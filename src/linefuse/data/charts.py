@@ -147,10 +147,33 @@ class ChartPlan:
 
 def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = None) -> ChartPlan:
     """Chart `index`'s choices. `size_px` = (width, height) overrides the drawn pixel size (the dpi
-    scales so the figure keeps its drawn width in inches: a larger chart is a sharper export)."""
+    scales so the figure keeps its drawn width in inches: a larger chart is a sharper export).
+    The draws run in a fixed order from the chart's own generator: the style and canvas, the
+    curves, the series' looks, then the axes' dressing."""
     rng = chart_rng(cfg, index)
     family, style = choose_style(rng, cfg)
     font = cfg.fonts[int(rng.integers(len(cfg.fonts)))]
+    width, height, dpi = _canvas(rng, cfg, size_px)
+    table = _spectra_table(rng, cfg)
+    series = _series_plans(rng, cfg, count=table.shape[1] - 1)
+    return ChartPlan(
+        family=family,
+        style=style,
+        font=font,
+        width=width,
+        height=height,
+        dpi=dpi,
+        table=table,
+        series=series,
+        **_dressing(rng, cfg, len(series)),
+    )
+
+
+def _canvas(
+    rng: np.random.Generator, cfg: ChartParams, size_px: tuple[int, int] | None
+) -> tuple[int, int, float]:
+    """(width px, height px, dpi) of the figure: drawn inches at a drawn dpi, or `size_px` at
+    the dpi that keeps the drawn width in inches."""
     width_in = rng.uniform(*cfg.width_in)
     height_in = rng.uniform(*cfg.height_in)
     dpi = float(rng.integers(cfg.dpi[0], cfg.dpi[1] + 1))
@@ -158,7 +181,12 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
     if size_px is not None:
         width, height = (int(v) for v in size_px)
         dpi = width / width_in
+    return width, height, dpi
 
+
+def _spectra_table(rng: np.random.Generator, cfg: ChartParams) -> np.ndarray:
+    """(points, 1 + series), rounded to DECIMALS: one wavelength grid and each series'
+    spectrum on it, in one unit scale, optionally stacked (each series lifted above the last)."""
     count = int(rng.integers(cfg.series[0], cfg.series[1] + 1))
     first = make_spectrum(rng, cfg)
     x, curves = first[:, 0], [first[:, 1]]
@@ -166,8 +194,12 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
     scale = Y_SCALES[int(rng.integers(len(Y_SCALES)))]
     step = rng.uniform(0.3, 0.8) if rng.random() < cfg.stack_prob else 0.0
     curves = [(curve + k * step) * scale for k, curve in enumerate(curves)]
-    table = np.round(np.column_stack([x, *curves]), DECIMALS)
+    return np.round(np.column_stack([x, *curves]), DECIMALS)
 
+
+def _series_plans(rng: np.random.Generator, cfg: ChartParams, count: int) -> tuple[SeriesPlan, ...]:
+    """How each of `count` series is drawn: its colour (a colormap's, black for the first, or
+    the style's cycle), its legend name, dashes and markers."""
     colour_draw = rng.random()
     cmap = COLORMAPS[int(rng.integers(len(COLORMAPS)))]
     names = SERIES_NAMES[int(rng.integers(len(SERIES_NAMES)))]
@@ -199,7 +231,12 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
                 hollow=bool(rng.random() < 0.3),
             )
         )
+    return tuple(series)
 
+
+def _dressing(rng: np.random.Generator, cfg: ChartParams, count: int) -> dict:
+    """ChartPlan's remaining fields: line width, font size, and what the axes show beyond the
+    curves (grid, ticks, spines, labels, title, legend, a peak note, a tinted face, padding)."""
     line_width_pt = float(rng.uniform(*cfg.line_width_pt))
     font_pt = float(rng.uniform(*cfg.font_pt))
     grid_flip, tick_set, minor, despine, labels, title, legend, annotate, tint = rng.random(9) < (
@@ -221,29 +258,21 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
     place, frame = LEGEND_PLACES[int(rng.integers(len(LEGEND_PLACES)))], bool(rng.random() < 0.7)
     hue, strength = rng.random(3), rng.uniform(0.04, 0.12)
     pad = float(rng.uniform(0.2, 0.6))
-    return ChartPlan(
-        family=family,
-        style=style,
-        font=font,
-        width=width,
-        height=height,
-        dpi=dpi,
-        table=table,
-        series=tuple(series),
-        line_width_pt=line_width_pt,
-        font_pt=font_pt,
-        grid_flip=bool(grid_flip),
-        ticks=(direction, tick_length) if tick_set else None,
-        minor_ticks=bool(minor),
-        despine=bool(despine),
-        x_label=x_label if labels else None,
-        y_label=y_label if labels else None,
-        title=title_text if title else None,
-        legend=(place, frame) if legend and count > 1 else None,
-        annotate=bool(annotate),
-        axes_color=tuple(float(1.0 - strength * (1.0 - h)) for h in hue) if tint else None,
-        pad=pad,
-    )
+    return {
+        "line_width_pt": line_width_pt,
+        "font_pt": font_pt,
+        "grid_flip": bool(grid_flip),
+        "ticks": (direction, tick_length) if tick_set else None,
+        "minor_ticks": bool(minor),
+        "despine": bool(despine),
+        "x_label": x_label if labels else None,
+        "y_label": y_label if labels else None,
+        "title": title_text if title else None,
+        "legend": (place, frame) if legend and count > 1 else None,
+        "annotate": bool(annotate),
+        "axes_color": tuple(float(1.0 - strength * (1.0 - h)) for h in hue) if tint else None,
+        "pad": pad,
+    }
 
 
 @lru_cache
@@ -284,104 +313,134 @@ def _style_rc(plan: ChartPlan) -> dict:
 
 
 def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
-    """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart."""
+    """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart: the style
+    set up, the series plotted, the axes dressed, the figure laid out and drawn, and what it
+    drew measured back from the canvas."""
     import matplotlib
     import matplotlib.style
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     _bundled_file(plan.font)
     with matplotlib.rc_context():
         matplotlib.style.use(["default", plan.style])
         matplotlib.rcParams.update(_style_rc(plan))
         rc = matplotlib.rcParams
-        # what savefig would paint: classic-era styles draw a grey figure but save it on white
-        face = rc["savefig.facecolor"]
-        figure = Figure(
-            # the canvas is int(inches * dpi) px, rounded up within 1e-8 px: exactly width x height
-            figsize=(plan.width / plan.dpi, plan.height / plan.dpi),
-            dpi=plan.dpi,
-            facecolor=rc["figure.facecolor"] if face == "auto" else face,
-        )
-        canvas = FigureCanvasAgg(figure)
-        ax = figure.add_subplot()
-        if plan.axes_color is not None:
-            ax.set_facecolor(plan.axes_color)
-        x = plan.table[:, 0]
-        lines = []
-        for k, s in enumerate(plan.series):
-            style = {"color": _series_colour(plan.series, k, rc)}
-            if s.marker is not None:
-                style |= {
-                    "marker": s.marker,
-                    "markevery": (k * s.markevery // max(len(plan.series), 1), s.markevery),
-                    "markersize": s.markersize,
-                }
-                if s.hollow:
-                    style["markerfacecolor"] = "none"
-            (line,) = ax.plot(
-                x, plan.table[:, k + 1], linestyle=s.linestyle, label=s.label, **style
-            )
-            lines.append(line)
-        if plan.grid_flip:
-            ax.grid(not rc["axes.grid"])
-        if plan.ticks is not None:
-            direction, length = plan.ticks
-            ax.tick_params(which="major", direction=direction, length=length)
-            ax.tick_params(which="minor", direction=direction, length=length * 0.6)
-        if plan.minor_ticks:
-            ax.minorticks_on()
-        if plan.despine:
-            ax.spines[["top", "right"]].set_visible(False)
-        if plan.x_label:
-            ax.set_xlabel(plan.x_label)
-            ax.set_ylabel(plan.y_label)
-        if plan.title:
-            ax.set_title(plan.title)
-        if plan.legend is not None:
-            place, frame = plan.legend
-            ax.legend(loc=place, frameon=frame)
-        if plan.annotate:
-            main = plan.table[:, 1]
-            peak = int(np.argmax(main))
-            right_half = x[peak] > (x[0] + x[-1]) / 2
-            note = ax.annotate(
-                f"{x[peak]:.0f} nm",
-                xy=(x[peak], main[peak]),
-                xytext=(-30 if right_half else 12, -12),
-                textcoords="offset points",
-                ha="right" if right_half else "left",
-                fontsize=plan.font_pt,
-                arrowprops={"arrowstyle": "->", "lw": 0.8, "color": rc["text.color"]},
-            )
+        figure, canvas, ax = _blank_figure(plan, rc)
+        lines = _plot_series(ax, plan, rc)
+        note = _dress_axes(ax, plan, rc)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "not applied" on a cramped figure: keeps the box
             figure.tight_layout(pad=plan.pad)
         canvas.draw()
         rgba = np.asarray(canvas.buffer_rgba())
         renderer = canvas.get_renderer()
-        furniture = plot_furniture(ax, renderer, note if plan.annotate else None)
-        labels = tick_labels(ax, renderer)
-        box = ax.get_window_extent()
-        xlim, ylim = ax.get_xlim(), ax.get_ylim()
-        series = [
-            {
-                "column": s.column,
-                "color": _rgb255(line.get_color()),
-                "linewidth_px": round(line.get_linewidth() * plan.dpi / 72.0, 4),
-                "linestyle": s.linestyle,
-                "marker": s.marker,
-            }
-            for s, line in zip(plan.series, lines, strict=True)
-        ]
+        sidecar = _sidecar(plan, ax, renderer, lines, note, height=rgba.shape[0])
     if rgba.shape[:2] != (plan.height, plan.width):
         raise AssertionError(
             f"drew {rgba.shape[1]}x{rgba.shape[0]}, not {plan.width}x{plan.height}"
         )
-    alpha = rgba[..., 3:].astype(np.float64) / 255.0  # opaque in every style; white if not
-    rgb = np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
-    height = rgba.shape[0]  # display y runs up from the bottom edge; image rows run down
-    sidecar = {
+    return _on_white(rgba), sidecar
+
+
+def _blank_figure(plan: ChartPlan, rc):
+    """(figure, Agg canvas, axes) of exactly plan.width x plan.height px, painted as savefig
+    would paint them under the current style."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # what savefig would paint: classic-era styles draw a grey figure but save it on white
+    face = rc["savefig.facecolor"]
+    figure = Figure(
+        # the canvas is int(inches * dpi) px, rounded up within 1e-8 px: exactly width x height
+        figsize=(plan.width / plan.dpi, plan.height / plan.dpi),
+        dpi=plan.dpi,
+        facecolor=rc["figure.facecolor"] if face == "auto" else face,
+    )
+    canvas = FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    if plan.axes_color is not None:
+        ax.set_facecolor(plan.axes_color)
+    return figure, canvas, ax
+
+
+def _plot_series(ax, plan: ChartPlan, rc) -> list:
+    """Each planned series drawn as a line (markers staggered between series); the Line2Ds."""
+    x = plan.table[:, 0]
+    lines = []
+    for k, s in enumerate(plan.series):
+        style = {"color": _series_colour(plan.series, k, rc)}
+        if s.marker is not None:
+            style |= {
+                "marker": s.marker,
+                "markevery": (k * s.markevery // max(len(plan.series), 1), s.markevery),
+                "markersize": s.markersize,
+            }
+            if s.hollow:
+                style["markerfacecolor"] = "none"
+        (line,) = ax.plot(x, plan.table[:, k + 1], linestyle=s.linestyle, label=s.label, **style)
+        lines.append(line)
+    return lines
+
+
+def _dress_axes(ax, plan: ChartPlan, rc):
+    """Grid, ticks, spines, axis labels, title, legend and the peak note, as planned; returns
+    the note's annotation (None without one)."""
+    if plan.grid_flip:
+        ax.grid(not rc["axes.grid"])
+    if plan.ticks is not None:
+        direction, length = plan.ticks
+        ax.tick_params(which="major", direction=direction, length=length)
+        ax.tick_params(which="minor", direction=direction, length=length * 0.6)
+    if plan.minor_ticks:
+        ax.minorticks_on()
+    if plan.despine:
+        ax.spines[["top", "right"]].set_visible(False)
+    if plan.x_label:
+        ax.set_xlabel(plan.x_label)
+        ax.set_ylabel(plan.y_label)
+    if plan.title:
+        ax.set_title(plan.title)
+    if plan.legend is not None:
+        place, frame = plan.legend
+        ax.legend(loc=place, frameon=frame)
+    return _annotate_peak(ax, plan, rc) if plan.annotate else None
+
+
+def _annotate_peak(ax, plan: ChartPlan, rc):
+    """The main series' highest point labelled with its wavelength and an arrow, the text on
+    the side of the peak with more room."""
+    x, main = plan.table[:, 0], plan.table[:, 1]
+    peak = int(np.argmax(main))
+    right_half = x[peak] > (x[0] + x[-1]) / 2
+    return ax.annotate(
+        f"{x[peak]:.0f} nm",
+        xy=(x[peak], main[peak]),
+        xytext=(-30 if right_half else 12, -12),
+        textcoords="offset points",
+        ha="right" if right_half else "left",
+        fontsize=plan.font_pt,
+        arrowprops={"arrowstyle": "->", "lw": 0.8, "color": rc["text.color"]},
+    )
+
+
+def _sidecar(plan: ChartPlan, ax, renderer, lines: list, note, height: int) -> dict:
+    """The drawn chart measured from its canvas: the plot box and limits that map pixels to
+    data, each series' drawn colour and width, the furniture and the tick labels."""
+    furniture = plot_furniture(ax, renderer, note)
+    labels = tick_labels(ax, renderer)
+    box = ax.get_window_extent()
+    xlim, ylim = ax.get_xlim(), ax.get_ylim()
+    series = [
+        {
+            "column": s.column,
+            "color": _rgb255(line.get_color()),
+            "linewidth_px": round(line.get_linewidth() * plan.dpi / 72.0, 4),
+            "linestyle": s.linestyle,
+            "marker": s.marker,
+        }
+        for s, line in zip(plan.series, lines, strict=True)
+    ]
+    # display y runs up from the bottom edge; image rows run down
+    return {
         "family": plan.family,
         "style": plan.style,
         "font": plan.font,
@@ -397,7 +456,12 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
         "furniture": furniture,
         "tick_labels": labels,
     }
-    return rgb, sidecar
+
+
+def _on_white(rgba: np.ndarray) -> np.ndarray:
+    """RGB uint8 of the canvas composited over white (opaque in every style; white if not)."""
+    alpha = rgba[..., 3:].astype(np.float64) / 255.0
+    return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
 
 
 def _series_colour(series: tuple[SeriesPlan, ...], k: int, rc) -> tuple[float, float, float]:

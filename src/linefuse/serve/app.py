@@ -16,8 +16,9 @@ import threading
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
 from starlette.concurrency import run_in_threadpool
@@ -31,80 +32,210 @@ FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 RETRY_AFTER_S = 5  # what a refused client is told to wait
 
 
-def create_app(params: Params, adapters_dir: Path, device: str | None = None) -> FastAPI:
-    """The app over the adapters in `adapters_dir`, on `device` (None: compute.device)."""
-    settings = params.serve
-    device = device or choose_device(params.compute.device).value
-    max_bytes = int(settings.max_upload_mb * 1024 * 1024)
-    too_large = f"upload larger than serve.max_upload_mb ({settings.max_upload_mb:g} MB)"
-    default_adapter = params.train.order()[-1]
-    restorers: dict[str, Restorer] = {}
-    lock = threading.Lock()  # one restoration at a time: torch already uses every core
-    admitted = threading.BoundedSemaphore(settings.max_queue)  # running or waiting for the lock
-    dropped = {"client_gone": 0, "timeout": 0}  # requests whose work was stopped, by reason
+class RestoreService:
+    """What the routes share: the adapters on disk and their restorers (each loaded once and
+    kept), the lock that runs one restoration at a time, the queue's admission, and the count
+    of requests whose work was dropped."""
 
-    def adapters() -> list[str]:
+    def __init__(self, params: Params, adapters_dir: Path, device: str):
+        self.params, self.settings = params, params.serve
+        self.adapters_dir, self.device = adapters_dir, device
+        self.max_bytes = int(self.settings.max_upload_mb * 1024 * 1024)
+        self.too_large = (
+            f"upload larger than serve.max_upload_mb ({self.settings.max_upload_mb:g} MB)"
+        )
+        self.default_adapter = params.train.order()[-1]
+        self.restorers: dict[str, Restorer] = {}
+        self.lock = threading.Lock()  # one restoration at a time: torch already uses every core
+        # requests running or waiting for the lock
+        self.admitted = threading.BoundedSemaphore(self.settings.max_queue)
+        self.dropped = {
+            "client_gone": 0,
+            "timeout": 0,
+        }  # requests whose work was stopped, by reason
+
+    def adapters(self) -> list[str]:
+        """The adapter folders under adapters_dir, by name."""
         return sorted(
-            p.name for p in adapters_dir.glob("*") if (p / "adapter_config.json").is_file()
+            p.name for p in self.adapters_dir.glob("*") if (p / "adapter_config.json").is_file()
         )
 
-    def restorer_for(name: str) -> Restorer:
-        if name not in restorers:
-            if name not in adapters():
+    def restorer_for(self, name: str) -> Restorer:
+        """Adapter `name`'s restorer, loaded on first use; 422 for an adapter that is not there."""
+        if name not in self.restorers:
+            if name not in self.adapters():
                 raise HTTPException(422, f"unknown adapter {name!r}; GET /adapters lists them")
-            restorers[name] = Restorer(params, adapters_dir / name, device)
-        return restorers[name]
+            self.restorers[name] = Restorer(self.params, self.adapters_dir / name, self.device)
+        return self.restorers[name]
 
-    app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
-    if default_adapter in adapters():
-        restorer_for(default_adapter)
-
-    @app.get("/health")
-    def health() -> dict:
+    def health(self) -> dict:
         return {
             "status": "ok",
-            "default_adapter": default_adapter,
-            "loaded": sorted(restorers),
-            "device": device,
-            "dropped": dict(dropped),
+            "default_adapter": self.default_adapter,
+            "loaded": sorted(self.restorers),
+            "device": self.device,
+            "dropped": dict(self.dropped),
         }
 
-    @app.get("/adapters")
-    def list_adapters() -> dict:
-        return {"adapters": adapters(), "default": default_adapter}
-
-    @app.middleware("http")
-    async def refuse_large_bodies(request: Request, call_next):
-        """413 from the declared length, before the body is read at all."""
+    async def refuse_large_bodies(self, request: Request, call_next):
+        """Middleware: 413 from the declared length, before the body is read at all."""
         declared = request.headers.get("content-length", "")
-        files = settings.max_batch if request.url.path == "/restore/batch" else 1
-        if declared.isdigit() and int(declared) > files * (max_bytes + FORM_OVERHEAD):
-            return JSONResponse({"detail": too_large}, status_code=413)
+        files = self.settings.max_batch if request.url.path == "/restore/batch" else 1
+        if declared.isdigit() and int(declared) > files * (self.max_bytes + FORM_OVERHEAD):
+            return JSONResponse({"detail": self.too_large}, status_code=413)
         return await call_next(request)
 
-    @app.post(
+    async def read_upload(self, file: UploadFile) -> bytes:
+        """The upload's bytes, read no further than serve.max_upload_mb (413 past it)."""
+        if file.size is not None and file.size > self.max_bytes:
+            raise HTTPException(413, self.too_large)
+        data = await file.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise HTTPException(413, self.too_large)
+        if not data:
+            raise HTTPException(422, f"{file.filename or 'upload'}: empty; send an image file")
+        return data
+
+    async def run_admitted(
+        self, request: Request, uploads: list, adapter: str, steps: int, seed: int
+    ) -> list[bytes]:
+        """One queue slot per request, held until the worker is done with it; the work runs off
+        the event loop, which meanwhile answers /health and watches the request: past
+        serve.timeout_s, or once the client has gone, the work is told to stop (before its next
+        sampler step) and the request ends."""
+        if not self.admitted.acquire(blocking=False):
+            raise HTTPException(
+                503,
+                f"busy: serve.max_queue ({self.settings.max_queue}) restorations running or "
+                f"waiting",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        stop = threading.Event()
+        task = asyncio.ensure_future(
+            run_in_threadpool(self._work, uploads, adapter, steps, seed, stop.is_set)
+        )
+        task.add_done_callback(self._finished)
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait(
+                {task, gone}, timeout=self.settings.timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            gone.cancel()
+        if task not in done:
+            stop.set()
+            raise self._dropped(client_gone=gone in done)
+        return task.result()
+
+    def _dropped(self, client_gone: bool) -> HTTPException:
+        """Counts a request whose work was stopped; the error that ends it (499 or 504)."""
+        if client_gone:
+            self.dropped["client_gone"] += 1
+            return HTTPException(499, "client closed the request; the work was dropped")
+        self.dropped["timeout"] += 1
+        return HTTPException(
+            504,
+            f"took longer than serve.timeout_s ({self.settings.timeout_s:g} s); ask for fewer "
+            f"steps or send a smaller image",
+        )
+
+    def _finished(self, task: asyncio.Future) -> None:
+        """The worker is done (restored, failed or stopped): its queue slot is free."""
+        self.admitted.release()
+        if not task.cancelled():
+            task.exception()  # retrieved: a dropped request's SamplingCancelled is not logged
+
+    def _work(
+        self, uploads: list, adapter: str, steps: int, seed: int, should_stop=None
+    ) -> list[bytes]:
+        """Every upload decoded (a bad one fails the request, named) before any is restored."""
+        images = []
+        for name, data in uploads:
+            try:
+                images.append(_decode_limited(data, self.settings.max_pixels))
+            except HTTPException as error:
+                detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
+                raise HTTPException(error.status_code, detail) from None
+        pngs = []
+        with self.lock:  # loading an adapter's model also happens here, once
+            restorer = self.restorer_for(adapter)
+            for image in images:
+                buffer = io.BytesIO()
+                restored = restorer.restore_image(image, steps, seed, should_stop)
+                Image.fromarray(restored).save(buffer, "PNG")
+                pngs.append(buffer.getvalue())
+        return pngs
+
+
+def create_app(params: Params, adapters_dir: Path, device: str | None = None) -> FastAPI:
+    """The app over the adapters in `adapters_dir`, on `device` (None: compute.device); the
+    last curriculum level's adapter, the default, is loaded before the first request."""
+    service = RestoreService(
+        params, adapters_dir, device or choose_device(params.compute.device).value
+    )
+    app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
+    if service.default_adapter in service.adapters():
+        service.restorer_for(service.default_adapter)
+    app.state.service = service
+    app.middleware("http")(service.refuse_large_bodies)
+    app.include_router(info_routes)
+    app.include_router(restore_routes(params))
+    return app
+
+
+async def _service(request: Request) -> RestoreService:
+    return request.app.state.service
+
+
+# the app's RestoreService, as a route parameter (an async dependency: a plain def one would
+# take a worker thread for every request, /health's included, while a restoration holds one)
+Service = Annotated[RestoreService, Depends(_service)]
+
+
+info_routes = APIRouter()
+
+
+@info_routes.get("/health")
+def health(service: Service) -> dict:
+    return service.health()
+
+
+@info_routes.get("/adapters")
+def list_adapters(service: Service) -> dict:
+    return {"adapters": service.adapters(), "default": service.default_adapter}
+
+
+def restore_routes(params: Params) -> APIRouter:
+    """POST /restore and POST /restore/batch; their query defaults and limits come from params
+    (FastAPI reads them from the signatures, so the routes are made per app)."""
+    settings, default_adapter = params.serve, params.train.order()[-1]
+    router = APIRouter()
+
+    @router.post(
         "/restore",
         response_class=Response,
         responses={200: {"content": {"image/png": {}}}, 413: {}, 422: {}},
     )
     async def restore(
         request: Request,
+        service: Service,
         file: UploadFile = File(..., description="the blurred image"),
         steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
-        uploads = [(file.filename or "image", await read_upload(file))]
-        pngs = await run_admitted(request, uploads, adapter, steps, seed)
+        uploads = [(file.filename or "image", await service.read_upload(file))]
+        pngs = await service.run_admitted(request, uploads, adapter, steps, seed)
         return Response(pngs[0], media_type="image/png")
 
-    @app.post(
+    @router.post(
         "/restore/batch",
         response_class=Response,
         responses={200: {"content": {"application/zip": {}}}, 413: {}, 422: {}, 503: {}},
     )
     async def restore_batch(
         request: Request,
+        service: Service,
         files: list[UploadFile] = File(..., description="the blurred images"),
         steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
@@ -113,85 +244,12 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
         """Several images in one request, restored in order: a zip of NNN-NAME.png."""
         if len(files) > settings.max_batch:
             raise HTTPException(413, f"{len(files)} files; serve.max_batch is {settings.max_batch}")
-        uploads = [(file.filename or "image", await read_upload(file)) for file in files]
-        pngs = await run_admitted(request, uploads, adapter, steps, seed)
+        uploads = [(file.filename or "image", await service.read_upload(file)) for file in files]
+        pngs = await service.run_admitted(request, uploads, adapter, steps, seed)
         names = [f"{i:03d}-{Path(name).stem}.png" for i, (name, _) in enumerate(uploads)]
         return Response(_zip(zip(names, pngs, strict=True)), media_type="application/zip")
 
-    async def read_upload(file: UploadFile) -> bytes:
-        if file.size is not None and file.size > max_bytes:
-            raise HTTPException(413, too_large)
-        data = await file.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise HTTPException(413, too_large)
-        if not data:
-            raise HTTPException(422, f"{file.filename or 'upload'}: empty; send an image file")
-        return data
-
-    async def run_admitted(
-        request: Request, uploads: list, adapter: str, steps: int, seed: int
-    ) -> list[bytes]:
-        """One queue slot per request, held until the worker is done with it; the work runs off
-        the event loop, which meanwhile answers /health and watches the request: past
-        serve.timeout_s, or once the client has gone, the work is told to stop (before its next
-        sampler step) and the request ends."""
-        if not admitted.acquire(blocking=False):
-            raise HTTPException(
-                503,
-                f"busy: serve.max_queue ({settings.max_queue}) restorations running or waiting",
-                headers={"Retry-After": str(RETRY_AFTER_S)},
-            )
-        stop = threading.Event()
-        task = asyncio.ensure_future(
-            run_in_threadpool(work, uploads, adapter, steps, seed, stop.is_set)
-        )
-        task.add_done_callback(finished)
-        gone = asyncio.ensure_future(_disconnected(request))
-        try:
-            done, _ = await asyncio.wait(
-                {task, gone}, timeout=settings.timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            gone.cancel()
-        if task not in done:
-            stop.set()
-            if gone in done:
-                dropped["client_gone"] += 1
-                raise HTTPException(499, "client closed the request; the work was dropped")
-            dropped["timeout"] += 1
-            raise HTTPException(
-                504,
-                f"took longer than serve.timeout_s ({settings.timeout_s:g} s); ask for fewer "
-                f"steps or send a smaller image",
-            )
-        return task.result()
-
-    def finished(task: asyncio.Future) -> None:
-        """The worker is done (restored, failed or stopped): its queue slot is free."""
-        admitted.release()
-        if not task.cancelled():
-            task.exception()  # retrieved: a dropped request's SamplingCancelled is not logged
-
-    def work(uploads: list, adapter: str, steps: int, seed: int, should_stop=None) -> list[bytes]:
-        """Every upload decoded (a bad one fails the request, named) before any is restored."""
-        images = []
-        for name, data in uploads:
-            try:
-                images.append(_decode_limited(data, settings.max_pixels))
-            except HTTPException as error:
-                detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
-                raise HTTPException(error.status_code, detail) from None
-        pngs = []
-        with lock:  # loading an adapter's model also happens here, once
-            restorer = restorer_for(adapter)
-            for image in images:
-                buffer = io.BytesIO()
-                restored = restorer.restore_image(image, steps, seed, should_stop)
-                Image.fromarray(restored).save(buffer, "PNG")
-                pngs.append(buffer.getvalue())
-        return pngs
-
-    return app
+    return router
 
 
 async def _disconnected(request: Request) -> None:

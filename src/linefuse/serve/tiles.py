@@ -48,9 +48,11 @@ def restore_tiled(
     tile: int,
     overlap: int,
     batch_size: int,
+    progress: Callable[[int], object] | None = None,
 ) -> np.ndarray:
     """`image` uint8 (H, W, 3) restored tile by tile: `restore_batch` maps a uint8 (B, h, w, 3)
-    stack of tiles to restored ones; the tiles are blended by their windows."""
+    stack of tiles to restored ones; the tiles are blended by their windows. `progress(n)` is
+    told after each batch how many tiles it restored (a progress bar's update)."""
     height, width, _ = image.shape
     total = np.zeros(image.shape, np.float64)
     weight = np.zeros((height, width, 1), np.float64)
@@ -64,4 +66,6 @@ def restore_tiled(
             mask = (wy[:, None] * wx[None, :])[..., None]
             total[y : y + h, x : x + w] += out * mask
             weight[y : y + h, x : x + w] += mask
+        if progress is not None:
+            progress(len(chunk))
     return np.clip(np.rint(total / weight), 0, 255).astype(np.uint8)

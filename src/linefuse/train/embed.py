@@ -21,6 +21,7 @@ import gc
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from tqdm import tqdm
 
 from linefuse.data.readers import LmdbPairs
 from linefuse.data.transforms import normalise
-from linefuse.params import Params
+from linefuse.params import EmbedParams, ModelParams, Params
 from linefuse.stage import UserError
 from linefuse.train.model import unet_config
 
@@ -196,13 +197,46 @@ def embed_level(
     null) is skipped with a warning and left out of the manifest. Returns a small metrics dict."""
     shards_dir, index_path, out_dir = Path(shards_dir), Path(index_path), Path(out_dir)
     model, embed = params.model, params.embed
-    dtype = DTYPES[embed.dtype]
-    mode = "latent" if model.vae else "pixel"
+    splits, skipped = _embeddable_splits(shards_dir, embed.splits, level)
+    prompts = _prompt_table(model, embed.batch_size, splits, index_path, device)
+    encoder = _PixelEncoder(model.vae, device)
+    encoded = _encode_splits(splits, encoder, embed, level, prompts.rows, out_dir)
+    shift = encoder.release()
+    written = encoded.bytes + _save({"embeddings": prompts.embeddings}, out_dir / PROMPTS)
+    manifest = {
+        "mode": encoder.mode,
+        "dtype": embed.dtype,
+        "channels": encoder.channels,
+        "scaling_factor": encoder.scaling_factor,
+        "vae": model.vae,
+        "text_encoder": model.text_encoder,
+        "prompts": prompts.table,
+        "splits": encoded.manifest,
+    }
+    if shift:
+        manifest["shift_factor"] = shift  # only for VAEs that set one (SD3/Flux)
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    (out_dir / MANIFEST).write_text(text)
+    written += len(text.encode())
+    return {
+        "mode": encoder.mode,
+        "dtype": embed.dtype,
+        "samples": {split: m["count"] for split, m in encoded.manifest.items()},
+        "skipped": skipped,
+        "prompts": len(prompts.table),
+        "encode_seconds": round(prompts.seconds + encoded.seconds, 3),
+        "bytes": written,
+    }
 
-    # Which splits to embed: those with samples of one shape.
+
+def _embeddable_splits(
+    shards_dir: Path, names: list[str], level: str
+) -> tuple[dict[str, LmdbPairs], list[str]]:
+    """({split: its open pairs} for each named split with samples of one shape, [the splits
+    skipped because their samples differ in size]); an empty split is left out silently."""
     splits: dict[str, LmdbPairs] = {}
     skipped: list[str] = []
-    for split in dict.fromkeys(embed.splits):
+    for split in dict.fromkeys(names):
         pairs = LmdbPairs(shards_dir, split)
         if len(pairs) == 0:
             log.info("embed@%s: no %s samples; %s left out", level, split, split_file(split))
@@ -220,46 +254,105 @@ def embed_level(
             skipped.append(split)
             continue
         splits[split] = pairs
+    return splits, skipped
 
-    # The prompt table and each sample's row in it.
-    encode_seconds = 0.0
+
+@dataclass
+class _Prompts:
+    """The prompt table, its embeddings, each split's row of the table per sample, and the
+    seconds the text encoder ran."""
+
+    table: list[str]
+    embeddings: torch.Tensor  # float32 (P, seq, dim)
+    rows: dict[str, torch.Tensor]  # split -> int64 (N,)
+    seconds: float
+
+
+def _prompt_table(
+    model: ModelParams,
+    batch_size: int,
+    splits: dict[str, LmdbPairs],
+    index_path: Path,
+    device: str,
+) -> _Prompts:
+    """With a text encoder: every distinct prompt of the index and the empty one, encoded, and
+    each sample's row by its image's prompt. Without: one null row of zeros for every sample."""
     cross_attention_dim = int(unet_config(model.unet)["cross_attention_dim"])
-    if model.text_encoder:
-        by_image = _prompts_by_image(index_path)
-        per_split = {
-            split: _prompt_of_samples(by_image, [m["image_id"] for m in pairs.metas], index_path)
-            for split, pairs in splits.items()
-        }
-        # every distinct prompt of the index, so all levels share one table (training reads the
-        # first level's) whichever images each level or split holds; and the empty prompt, which
-        # pretrain saves with the base for restoring
-        table = sorted(set(by_image.values()) | {NULL_PROMPT})
-        started = time.perf_counter()
-        embeddings = encode_prompts(
-            model.text_encoder, table, embed.batch_size, device, cross_attention_dim
+    if not model.text_encoder:
+        return _Prompts(
+            table=[NULL_PROMPT],
+            embeddings=torch.zeros(1, 1, cross_attention_dim, dtype=torch.float32),
+            rows={
+                split: torch.zeros(len(pairs), dtype=torch.int64) for split, pairs in splits.items()
+            },
+            seconds=0.0,
         )
-        encode_seconds += time.perf_counter() - started
-        row_of = {prompt: row for row, prompt in enumerate(table)}
-        prompt_rows = {
-            split: torch.tensor([row_of[p] for p in prompts], dtype=torch.int64)
-            for split, prompts in per_split.items()
-        }
-    else:
-        table = [NULL_PROMPT]
-        embeddings = torch.zeros(1, 1, cross_attention_dim, dtype=torch.float32)
-        prompt_rows = {
-            split: torch.zeros(len(pairs), dtype=torch.int64) for split, pairs in splits.items()
-        }
+    by_image = _prompts_by_image(index_path)
+    per_split = {
+        split: _prompt_of_samples(by_image, [m["image_id"] for m in pairs.metas], index_path)
+        for split, pairs in splits.items()
+    }
+    # every distinct prompt of the index, so all levels share one table (training reads the
+    # first level's) whichever images each level or split holds; and the empty prompt, which
+    # pretrain saves with the base for restoring
+    table = sorted(set(by_image.values()) | {NULL_PROMPT})
+    started = time.perf_counter()
+    embeddings = encode_prompts(model.text_encoder, table, batch_size, device, cross_attention_dim)
+    seconds = time.perf_counter() - started
+    row_of = {prompt: row for row, prompt in enumerate(table)}
+    rows = {
+        split: torch.tensor([row_of[p] for p in prompts], dtype=torch.int64)
+        for split, prompts in per_split.items()
+    }
+    return _Prompts(table, embeddings, rows, seconds)
 
-    vae = load_vae(model.vae).to(device) if mode == "latent" else None
-    scaling_factor = float(vae.config.scaling_factor) if vae is not None else 1.0
-    channels = int(vae.config.latent_channels) if vae is not None else 3
 
-    def transform(batch: torch.Tensor) -> torch.Tensor:
-        return normalise(batch) if vae is None else encode_pixels(vae, batch)
+class _PixelEncoder:
+    """What a stored sample holds: pixels normalised to [-1, 1] (pixel mode), or the VAE's
+    scaled posterior mean (latent mode, model.vae set)."""
 
-    written = 0
-    splits_manifest: dict[str, dict] = {}
+    def __init__(self, vae_path: str | None, device: str):
+        self.device = device
+        self.vae = load_vae(vae_path).to(device) if vae_path else None
+        self.mode = "latent" if self.vae is not None else "pixel"
+        self.scaling_factor = float(self.vae.config.scaling_factor) if self.vae else 1.0
+        self.channels = int(self.vae.config.latent_channels) if self.vae else 3
+
+    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, 3) -> float32 (B, C, h, w)."""
+        return normalise(batch) if self.vae is None else encode_pixels(self.vae, batch)
+
+    def release(self) -> float:
+        """Frees the VAE; returns its shift factor (0 in pixel mode)."""
+        if self.vae is None:
+            return 0.0
+        shift = _shift_factor(self.vae)
+        vae, self.vae = self.vae, None
+        _release(vae, self.device)
+        del vae
+        return shift
+
+
+@dataclass
+class _Encoded:
+    """The split files written: their bytes, their manifest entries, the seconds encoding."""
+
+    bytes: int = 0
+    manifest: dict[str, dict] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _encode_splits(
+    splits: dict[str, LmdbPairs],
+    encoder: _PixelEncoder,
+    embed: EmbedParams,
+    level: str,
+    prompt_rows: dict[str, torch.Tensor],
+    out_dir: Path,
+) -> _Encoded:
+    """Each split's samples encoded in batches into {split}.safetensors (with its prompt rows),
+    under one progress bar over every sample."""
+    encoded = _Encoded()
     bar = tqdm(
         total=sum(len(p) for p in splits.values()),
         desc=f"embed@{level}",
@@ -268,60 +361,36 @@ def embed_level(
     )
     with bar:
         for split, pairs in splits.items():
-            out: dict[str, torch.Tensor] = {}
             try:
-                for start, blurred, sharp in _batches(pairs, embed.batch_size):
-                    started = time.perf_counter()
-                    for name, batch in (("blurred", blurred), ("sharp", sharp)):
-                        encoded = transform(batch).to("cpu", dtype)
-                        if name not in out:  # allocated once the first batch gives (C, h, w)
-                            out[name] = torch.empty((len(pairs), *encoded.shape[1:]), dtype=dtype)
-                        out[name][start : start + len(encoded)] = encoded
-                    encode_seconds += time.perf_counter() - started
-                    bar.update(len(blurred))
+                out = _encode_pairs(pairs, encoder, embed, bar, encoded)
             finally:
                 pairs.close()  # py-lmdb allows one open handle per env and process
             out["prompt"] = prompt_rows[split]
-            written += _save(out, out_dir / split_file(split))
-            shape = list(out["sharp"].shape[1:])
-            splits_manifest[split] = {
+            encoded.bytes += _save(out, out_dir / split_file(split))
+            encoded.manifest[split] = {
                 "count": len(pairs),
-                "shape": shape,
+                "shape": list(out["sharp"].shape[1:]),
                 "keys": [key.decode() for key in pairs.keys],
             }
-    if vae is not None:
-        shift = _shift_factor(vae)
-        _release(vae, device)
-        del vae
-    else:
-        shift = 0.0
+    return encoded
 
-    written += _save({"embeddings": embeddings}, out_dir / PROMPTS)
-    manifest = {
-        "mode": mode,
-        "dtype": embed.dtype,
-        "channels": channels,
-        "scaling_factor": scaling_factor,
-        "vae": model.vae,
-        "text_encoder": model.text_encoder,
-        "prompts": table,
-        "splits": splits_manifest,
-    }
-    if shift:
-        manifest["shift_factor"] = shift  # only for VAEs that set one (SD3/Flux)
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    (out_dir / MANIFEST).write_text(text)
-    written += len(text.encode())
 
-    return {
-        "mode": mode,
-        "dtype": embed.dtype,
-        "samples": {split: m["count"] for split, m in splits_manifest.items()},
-        "skipped": skipped,
-        "prompts": len(table),
-        "encode_seconds": round(encode_seconds, 3),
-        "bytes": written,
-    }
+def _encode_pairs(
+    pairs: LmdbPairs, encoder: _PixelEncoder, embed: EmbedParams, bar: tqdm, encoded: _Encoded
+) -> dict[str, torch.Tensor]:
+    """{'blurred', 'sharp'}: every sample of one split encoded, (N, C, h, w) in embed.dtype."""
+    dtype = DTYPES[embed.dtype]
+    out: dict[str, torch.Tensor] = {}
+    for start, blurred, sharp in _batches(pairs, embed.batch_size):
+        started = time.perf_counter()
+        for name, batch in (("blurred", blurred), ("sharp", sharp)):
+            tensor = encoder(batch).to("cpu", dtype)
+            if name not in out:  # allocated once the first batch gives (C, h, w)
+                out[name] = torch.empty((len(pairs), *tensor.shape[1:]), dtype=dtype)
+            out[name][start : start + len(tensor)] = tensor
+        encoded.seconds += time.perf_counter() - started
+        bar.update(len(blurred))
+    return out
 
 
 # --- reading -----------------------------------------------------------------------------------

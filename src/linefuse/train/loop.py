@@ -15,6 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate import Accelerator
@@ -277,9 +278,64 @@ def _digest(tensors) -> str:
     return digest.hexdigest()[:16]
 
 
+@dataclass
+class _Session:
+    """One training run set up to take its first step: what the step loop and the finish share."""
+
+    accelerator: Accelerator
+    device: Choice
+    precision: Choice
+    store: CheckpointStore  # this run's checkpoints, keyed by its settings and input files
+    stream: BatchStream
+    prompt_table: torch.Tensor  # on the accelerator's device
+    trainer: Trainer
+    start_step: int  # 0, or the step of the checkpoint resumed from
+    logger: StepLogger
+    staging_logs: Path  # where the logs grow until they replace job.log_dir
+    trainable_params: int
+    total_params: int
+
+
+@dataclass
+class _Tally:
+    """What the step loop saw: the samples (counted and hashed), the wait for data, the last
+    log record and the loop's wall time."""
+
+    seen: Any = field(default_factory=hashlib.sha256)  # over every batch's blurred input
+    samples: int = 0
+    wait_s: float = 0.0
+    last: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
 def run(params: Params, job: Job) -> dict:
     """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
     started = time.perf_counter()
+    session = _open_session(params, job)
+    tally = _train_steps(params, job, session)
+    accelerator = session.accelerator
+    accelerator.wait_for_everyone()
+    unwrapped = accelerator.unwrap_model(session.trainer.model)
+    _write_rank_digest(session, tally, unwrapped)
+    metrics = _run_metrics(params, job, session, tally, started)
+    accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
+    if accelerator.is_main_process:
+        metrics["val_loss"], metrics["val_loss_unchanged"] = _validation_losses(
+            params, job, unwrapped, session.trainer.noise, session.prompt_table, accelerator.device
+        )
+        _warn_if_barely_restoring(job, metrics["val_loss"], metrics["val_loss_unchanged"])
+        session.logger.close(metrics)
+        _save_outputs(params, job, unwrapped, metrics, session.staging_logs)
+        session.store.clear()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return metrics
+
+
+def _open_session(params: Params, job: Job) -> _Session:
+    """The accelerator, the data, the model with its optimizer and schedule (prepared, and
+    resumed from the last matching checkpoint) and the step logger. The order is part of the
+    result: the seed is set before the data and the model draw from the global generators."""
     store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
     accelerator, device, precision = make_accelerator(params, store_probe.root)
     log.info(
@@ -292,44 +348,73 @@ def run(params: Params, job: Job) -> dict:
     )
     set_seed(params.optim.seed)
     stream, prompt_table, channels, input_files = training_data(params, job, accelerator)
-    adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
-    if job.lora:
-        adapter_files.append(paths.BASE_DIR / "diffusion_pytorch_model.safetensors")
-    store = CheckpointStore(
-        job.name,
-        fingerprint(job.settings, input_files + adapter_files),
-        params.optim.keep_checkpoints,
-    )
-
+    store = _checkpoint_store(params, job, input_files)
     model = training_model(params, job, channels)
     trainable_params, total_params = count_parameters(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, trainable, job.lr)
-    processes = accelerator.num_processes
-    schedule = make_schedule(params, job, optimizer, processes)
+    schedule = make_schedule(params, job, optimizer, accelerator.num_processes)
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
     if params.optim.compile:
         model = torch.compile(model)
     if accelerator.device.type == "cuda":
         torch.backends.cudnn.benchmark = True
+    start_step = _resume(job, accelerator, store)
+    noise = noise_scheduler(params.model)
+    trainer = Trainer(params, accelerator, noise, model, optimizer, schedule, trainable)
+    staging_logs = store.logs_dir()
+    return _Session(
+        accelerator=accelerator,
+        device=device,
+        precision=precision,
+        store=store,
+        stream=stream,
+        prompt_table=prompt_table.to(accelerator.device),
+        trainer=trainer,
+        start_step=start_step,
+        logger=_step_logger(params, job, accelerator, staging_logs, start_step),
+        staging_logs=staging_logs,
+        trainable_params=trainable_params,
+        total_params=total_params,
+    )
 
-    start_step = 0
+
+def _checkpoint_store(params: Params, job: Job, input_files: list[Path]) -> CheckpointStore:
+    """The job's checkpoints, fingerprinted by its settings and every file it trains from (the
+    data, and for an adapter the base and the adapter it starts from): a checkpoint of other
+    inputs is never resumed."""
+    adapter_files = [job.init_adapter / ADAPTER_WEIGHTS] if job.init_adapter else []
+    if job.lora:
+        adapter_files.append(paths.BASE_DIR / "diffusion_pytorch_model.safetensors")
+    return CheckpointStore(
+        job.name,
+        fingerprint(job.settings, input_files + adapter_files),
+        params.optim.keep_checkpoints,
+    )
+
+
+def _resume(job: Job, accelerator: Accelerator, store: CheckpointStore) -> int:
+    """Loads the latest matching checkpoint into the prepared objects (stale ones are dropped
+    first); returns its step, or 0 when there is none."""
     if accelerator.is_main_process:
         store.discard_stale()
     accelerator.wait_for_everyone()
-    if (latest := store.latest()) is not None:
-        folder, start_step = latest
-        accelerator.load_state(str(folder))
-        log.info("%s: resuming from %s (step %d)", job.name, folder, start_step)
+    if (latest := store.latest()) is None:
+        return 0
+    folder, start_step = latest
+    accelerator.load_state(str(folder))
+    log.info("%s: resuming from %s (step %d)", job.name, folder, start_step)
+    return start_step
 
-    scheduler = noise_scheduler(params.model)
-    trainer = Trainer(params, accelerator, scheduler, model, optimizer, schedule, trainable)
-    prompt_table = prompt_table.to(accelerator.device)
+
+def _step_logger(
+    params: Params, job: Job, accelerator: Accelerator, staging_logs: Path, start_step: int
+) -> StepLogger:
+    """The JSONL and DVCLive step log; a resumed run first drops the records past its step."""
     # logs grow beside the checkpoints and replace job.log_dir with the model at the end
-    staging_logs = store.logs_dir()
     if start_step > 0:
         trim_step_log(staging_logs, start_step)
-    logger = StepLogger(
+    return StepLogger(
         staging_logs,
         job.name,
         params.optim.log_every,
@@ -338,103 +423,115 @@ def run(params: Params, job: Job) -> dict:
         enabled=accelerator.is_main_process,
         resume=start_step > 0,
     )
-    seen, samples_seen, last, total_wait = hashlib.sha256(), 0, {}, 0.0
-    batches = stream.batches(skip=start_step * params.optim.grad_accum)
-    model.train()
+
+
+def _train_steps(params: Params, job: Job, session: _Session) -> _Tally:
+    """The steps from the resumed one to job.steps, optim.grad_accum micro-batches each; a log
+    record every optim.log_every steps and at the end, a checkpoint every optim.checkpoint_every
+    (the last step's state is the model, saved by the caller)."""
+    tally = _Tally()
+    batches = session.stream.batches(skip=session.start_step * params.optim.grad_accum)
+    session.trainer.model.train()
     loop_started = time.perf_counter()
-    for step in range(start_step, job.steps):
+    for step in range(session.start_step, job.steps):
         for micro in range(params.optim.grad_accum):
-            waited = time.perf_counter()
-            blurred, sharp, prompt_index = next(batches)
-            waited = time.perf_counter() - waited
-            total_wait += waited
-            seen.update(blurred.detach().float().cpu().numpy().tobytes())
-            samples_seen += blurred.shape[0]
-            try:
-                loss, terms = training_step(
-                    trainer, blurred, sharp, prompt_table[prompt_index], step, micro
-                )
-            except NonFiniteLoss as error:
-                kept = store.latest()
-                raise TrainingDiverged(
-                    f"{job.name}: loss became {error} at step {step + 1}; "
-                    f"{f'kept the checkpoint at step {kept[1]}' if kept else 'no checkpoint yet'}"
-                    f"; lower the learning rate or use optim.precision: fp32"
-                ) from None
-            logger.add(
-                {"loss": float(loss.detach()), **terms}, blurred.shape[0] * processes, waited
-            )
+            _micro_step(job, session, tally, batches, step, micro)
         done = step + 1
         if done % params.optim.log_every == 0 or done == job.steps:
-            last = logger.flush(
-                done,
-                schedule.get_last_lr()[0],
-                {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None,
-            )
+            lr = session.trainer.schedule.get_last_lr()[0]
+            cached = params.loader.cache_gb
+            extra = {"cache_hit_rate": session.stream.cache_hit_rate()} if cached else None
+            tally.last = session.logger.flush(done, lr, extra)
         if done % params.optim.checkpoint_every == 0 and done < job.steps:
-            store.save(accelerator, done)
-    loop_seconds = time.perf_counter() - loop_started
+            session.store.save(session.accelerator, done)
+    tally.seconds = time.perf_counter() - loop_started
+    return tally
 
-    accelerator.wait_for_everyone()
-    unwrapped = accelerator.unwrap_model(model)
+
+def _micro_step(job: Job, session: _Session, tally: _Tally, batches, step: int, micro: int) -> None:
+    """One micro-batch fetched (the wait timed, the input hashed), trained on and logged; a
+    loss that is not finite stops the run with TrainingDiverged."""
+    waited = time.perf_counter()
+    blurred, sharp, prompt_index = next(batches)
+    waited = time.perf_counter() - waited
+    tally.wait_s += waited
+    tally.seen.update(blurred.detach().float().cpu().numpy().tobytes())
+    tally.samples += blurred.shape[0]
+    prompts = session.prompt_table[prompt_index]
+    try:
+        loss, terms = training_step(session.trainer, blurred, sharp, prompts, step, micro)
+    except NonFiniteLoss as error:
+        kept = session.store.latest()
+        raise TrainingDiverged(
+            f"{job.name}: loss became {error} at step {step + 1}; "
+            f"{f'kept the checkpoint at step {kept[1]}' if kept else 'no checkpoint yet'}"
+            f"; lower the learning rate or use optim.precision: fp32"
+        ) from None
+    samples = blurred.shape[0] * session.accelerator.num_processes
+    session.logger.add({"loss": float(loss.detach()), **terms}, samples, waited)
+
+
+def _write_rank_digest(session: _Session, tally: _Tally, unwrapped: torch.nn.Module) -> None:
+    """rank{i}.json in the logs: what this process trained on and the weights it ended with, so
+    a test can hold runs (resumed, or on more processes) to the same samples and result."""
     weights_digest = _digest(p for p in unwrapped.parameters() if p.requires_grad)
-    staging_logs.mkdir(parents=True, exist_ok=True)
+    session.staging_logs.mkdir(parents=True, exist_ok=True)
     write_json(
-        staging_logs / f"rank{accelerator.process_index}.json",
+        session.staging_logs / f"rank{session.accelerator.process_index}.json",
         {
-            "samples_seen": samples_seen,
-            "sample_digest": seen.hexdigest()[:16],
+            "samples_seen": tally.samples,
+            "sample_digest": tally.seen.hexdigest()[:16],
             "trainable_weights_digest": weights_digest,
         },
     )
-    steps_run = job.steps - start_step
-    metrics = {
+
+
+def _run_metrics(
+    params: Params, job: Job, session: _Session, tally: _Tally, started: float
+) -> dict:
+    """The run's metrics file: loss, throughput, data wait, model size, device and memory."""
+    accelerator, processes = session.accelerator, session.accelerator.num_processes
+    loop_seconds = max(tally.seconds, 1e-9)
+    steps_run = job.steps - session.start_step
+    samples = steps_run * params.optim.grad_accum * params.optim.batch_size * processes
+    return {
         "steps": job.steps,
-        "resumed_from_step": start_step,
-        "final_loss": last.get("loss"),
-        "lr_final": last.get("lr"),
-        "samples_per_s": steps_run
-        * params.optim.grad_accum
-        * params.optim.batch_size
-        * processes
-        / max(loop_seconds, 1e-9),
-        "data_wait_fraction": total_wait / max(loop_seconds, 1e-9),
-        "trainable_params": trainable_params,
-        "total_params": total_params,
-        "trainable_fraction": trainable_params / total_params,
+        "resumed_from_step": session.start_step,
+        "final_loss": tally.last.get("loss"),
+        "lr_final": tally.last.get("lr"),
+        "samples_per_s": samples / loop_seconds,
+        "data_wait_fraction": tally.wait_s / loop_seconds,
+        "trainable_params": session.trainable_params,
+        "total_params": session.total_params,
+        "trainable_fraction": session.trainable_params / session.total_params,
         "processes": processes,
         "device": str(accelerator.device),
-        "device_reason": device.reason,
-        "precision": precision.value,
-        "precision_reason": precision.reason,
+        "device_reason": session.device.reason,
+        "precision": session.precision.value,
+        "precision_reason": session.precision.reason,
         "seconds": time.perf_counter() - started,
         **peak_memory_mb(accelerator.device),
     }
-    accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
-    if accelerator.is_main_process:
-        metrics["val_loss"], metrics["val_loss_unchanged"] = _validation_losses(
-            params, job, unwrapped, scheduler, prompt_table, accelerator.device
-        )
-        _warn_if_barely_restoring(job, metrics["val_loss"], metrics["val_loss_unchanged"])
-        logger.close(metrics)
-        # all three outputs or none: each is renamed into place only once all are written
-        with (
-            atomic_dir(job.out_dir) as model_dir,
-            atomic_file(job.metrics_path) as metrics_file,
-            atomic_dir(job.log_dir) as log_dir,
-        ):
-            if job.lora:
-                save_adapter(unwrapped, model_dir)
-            elif job.charts_stream:
-                save_base(unwrapped, model_dir, zero_prompt(job.unet))
-            else:
-                save_base(unwrapped, model_dir, null_prompt(params, job.levels))
-            metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-            shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
-        store.clear()
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return metrics
+
+
+def _save_outputs(
+    params: Params, job: Job, unwrapped: torch.nn.Module, metrics: dict, staging_logs: Path
+) -> None:
+    """The model (adapter or base), the metrics file and the logs: all three outputs or none,
+    each renamed into place only once all are written."""
+    with (
+        atomic_dir(job.out_dir) as model_dir,
+        atomic_file(job.metrics_path) as metrics_file,
+        atomic_dir(job.log_dir) as log_dir,
+    ):
+        if job.lora:
+            save_adapter(unwrapped, model_dir)
+        elif job.charts_stream:
+            save_base(unwrapped, model_dir, zero_prompt(job.unet))
+        else:
+            save_base(unwrapped, model_dir, null_prompt(params, job.levels))
+        metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
 
 
 def make_schedule(params: Params, job: Job, optimizer, processes: int):
@@ -595,12 +692,12 @@ def _validation_losses(
     return sum(losses) / len(dataset), sum(unchanged) / len(dataset) if unchanged else None
 
 
-BARELY_RESTORING = 0.98  # of the unchanged input's val loss; the default pretrain ends at 0.76
+BARELY_RESTORING = 0.98  # of the unchanged input's val loss: this close, next to nothing was learnt
 
 
 def _warn_if_barely_restoring(job: Job, loss: float | None, unchanged: float | None) -> None:
-    """A model stuck at returning its input (too high a learning rate can park it there: the
-    tiny UNet at pretrain.lr 4e-3) trains without error and scores a gain of 0; say so."""
+    """A model stuck at returning its input (too high a learning rate can park it there) trains
+    without error and scores a gain of 0; say so."""
     if loss is None or unchanged is None or loss < BARELY_RESTORING * unchanged:
         return
     log.warning(
