@@ -64,10 +64,10 @@ test: $(STAMP) chromium tesseract
 	$(BIN)/ruff format --check .
 	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q
 
-# tests/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
+# tests/report/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
 # when missing (about 25 s), with sudo when not root.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/test_report.py"; \
+	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/report/test_report.py"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 

@@ -29,7 +29,7 @@ def tiny_params() -> dict:
     """The repo's params.yaml shrunk: 20 charts of 96x64 px, 32 px crops, 16 samples a tar."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     # from scratch: the suite's pipelines exercise pretrain's training, resume and kill paths;
-    # tests/test_base.py runs the default, the shipped base adapted by LoRA
+    # tests/train/test_base.py runs the default, the shipped base adapted by LoRA
     params["model"]["unet"] = "tiny"
     # 1.33 x 0.89 in at 72 dpi: 96 x 64 px (small fonts, so the plot keeps most of it)
     params["data"]["charts"].update(
