@@ -7,9 +7,9 @@ import json
 import polars as pl
 
 from linefuse.train.embed import EmbeddedPairs
-from test_index import KEPT, make_hostile_folder
 
 from conftest import LEVELS, run_cli, tiny_params, write_params
+from test_index import KEPT, make_hostile_folder
 
 
 def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
