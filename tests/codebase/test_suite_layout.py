@@ -149,15 +149,19 @@ def _collected(*argv: str) -> set[str]:
 
 
 def test_slow_is_applied_to_the_pipeline_fixtures_users_and_to_no_unit_test():
-    files = ["tests/data/test_shards.py", "tests/data/test_hostile.py"]
-    slow = _collected("-m", "slow", *files)
-    fast = _collected("-m", "not slow", *files)
-    assert not slow & fast
-    # tiny_project (a session fixture that runs generate, index and shard) makes these slow
-    assert "tests/data/test_shards.py::test_lmdb_and_webdataset_readers_agree[easy]" in slow
-    assert "tests/data/test_shards.py::test_manifest_declares_shapes_and_drawn_params" in slow
-    # marked by hand: it runs every stage on its own folder
-    assert "tests/data/test_hostile.py::test_the_whole_pipeline_runs_on_a_hostile_folder" in slow
-    # plain functions on arrays stay fast
-    for unit in ("focused_train_patches_hold_what_the_blur_changed", "val_and_test_crops_follow"):
-        assert any(test.startswith(f"tests/data/test_shards.py::test_{unit}") for test in fast)
+    """Collected by pytest itself (-m slow) from a file whose imports are light."""
+    params = "tests/core/test_params.py"
+    slow = _collected("-m", "slow", params)
+    # trained_project (the session's whole tiny pipeline) makes this one slow
+    assert f"{params}::test_every_mutation_stops_every_stage_before_it_touches_a_file" in slow
+    # checks on params.yaml stay fast
+    units = {
+        f"{params}::test_{name}"
+        for name in ("repo_params_are_valid", "params_yaml_round_trips_through_yaml")
+    }
+    assert units <= _defined(params) and not units & slow
+
+
+def _defined(path: str) -> set[str]:
+    tree = ast.parse((ROOT / path).read_text())
+    return {f"{path}::{node.name}" for node in tree.body if isinstance(node, ast.FunctionDef)}
