@@ -144,7 +144,7 @@ def _collected(*argv: str) -> set[str]:
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]  # 5: none
     return {line for line in done.stdout.splitlines() if "::" in line}
 
 
