@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test chromium tesseract bench base clean
+.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench base clean
 
 install: $(STAMP)
 
@@ -64,10 +64,18 @@ test: $(STAMP) chromium tesseract
 	$(BIN)/ruff format --check .
 	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q
 
-# tests/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
+# `make test-fast`: the same checks without the tests marked slow (every test that builds or runs a
+# pipeline, or trains: tests/conftest.py marks them), a loop of a few minutes instead of the
+# whole suite's quarter hour.
+test-fast: $(STAMP) chromium tesseract
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -m "not slow"
+
+# tests/report/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
 # when missing (about 25 s), with sudo when not root.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/test_report.py"; \
+	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/report/test_report.py"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 

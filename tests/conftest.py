@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import sys
 from contextlib import chdir
 from pathlib import Path
 
@@ -22,14 +23,31 @@ needs_tesseract = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+# engine_builds below imports tests/pipeline/test_engines.py by name, wherever the tests run from
+sys.path.insert(0, str(Path(__file__).resolve().parent / "pipeline"))
 LEVELS = ("easy", "medium", "hard")
+
+# The session fixtures below that build a pipeline (stages run in-process, or by dvc and
+# snakemake). A test that uses one, itself or through another fixture, is marked `slow`, and so is
+# every `engines` test; `make test-fast` (pytest -m "not slow") leaves them out. A test that runs
+# stages or trains on its own carries @pytest.mark.slow (tests/codebase/test_suite_layout.py checks
+# that fixtures calling run_cli build on one of these or are listed here).
+PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        uses = PIPELINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if uses or item.get_closest_marker("engines"):
+            item.add_marker(pytest.mark.slow)
 
 
 def tiny_params() -> dict:
     """The repo's params.yaml shrunk: 20 charts of 96x64 px, 32 px crops, 16 samples a tar."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     # from scratch: the suite's pipelines exercise pretrain's training, resume and kill paths;
-    # tests/test_base.py runs the default, the shipped base adapted by LoRA
+    # tests/train/test_base.py runs the default, the shipped base adapted by LoRA
     params["model"]["unet"] = "tiny"
     # 1.33 x 0.89 in at 72 dpi: 96 x 64 px (small fonts, so the plot keeps most of it)
     params["data"]["charts"].update(

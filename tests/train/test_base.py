@@ -75,6 +75,7 @@ def test_base_charts_are_new_and_never_from_a_held_out_family():
         parse_params(bad)
 
 
+@pytest.mark.slow
 def test_linefuse_base_trains_scores_and_writes_a_diffusers_folder_with_a_card(
     tmp_path, monkeypatch
 ):
@@ -107,6 +108,7 @@ def test_the_shipped_base_is_small_named_by_default_and_carded():
         assert fact in card
 
 
+@pytest.mark.slow  # the shipped base on full-size default charts
 def test_the_shipped_base_restores_default_charts_it_never_saw():
     """No adapter, 3 default charts (seed 0; the base trained on seed 1), every domain and level."""
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -118,6 +120,7 @@ def test_the_shipped_base_restores_default_charts_it_never_saw():
     assert scores["sharp"]["worst"] > 45.0
 
 
+@pytest.mark.slow  # the shipped base on full-size default charts
 @needs_tesseract
 def test_the_shipped_base_makes_tick_labels_no_less_legible():
     """Issue 26's text bar on 4 default charts in every domain (about 590 characters a level),

@@ -11,7 +11,7 @@ from skimage.metrics import peak_signal_noise_ratio
 from linefuse.data.degrade import blur_kernel, degrade, item_rng
 from linefuse.params import DOMAINS, load_params
 
-PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").degrade
+PARAMS = load_params(Path(__file__).resolve().parents[2] / "params.yaml").degrade
 LEVELS = ("easy", "medium", "hard")
 
 

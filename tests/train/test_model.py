@@ -26,7 +26,7 @@ from linefuse.train.model import (
     save_base,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BATCH, SIZE, SEQ = 2, 32, 8
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 from linefuse.train.embed import EmbeddedPairs
-from test_index import KEPT, make_hostile_folder
 
 from conftest import LEVELS, run_cli, tiny_params, write_params
+from test_index import KEPT, make_hostile_folder
 
 
+@pytest.mark.slow
 def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
     expected_rejects = make_hostile_folder(tmp_path / "photos")
     params = tiny_params()

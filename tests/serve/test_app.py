@@ -1,0 +1,237 @@
+"""serve: `linefuse serve` over HTTP restores uploads, refuses bad requests, answers /health while
+it works, and drops work whose client has gone or whose time is up."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import tiny_params, write_params
+
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _models_only(trained_project: Path, folder: Path) -> Path:
+    """A folder holding only what restoring needs: models/ and params.yaml (no data/)."""
+    folder.mkdir(parents=True)
+    shutil.copytree(trained_project / "models", folder / "models")
+    shutil.copy(trained_project / "params.yaml", folder / "params.yaml")
+    return folder
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _serve(project, **serve_settings):
+    """`linefuse serve` on a free port in `project` (models/ and params.yaml only), until the
+    generator is closed."""
+    params = tiny_params()
+    params["serve"].update(serve_settings)
+    write_params(project, params)
+    port = _free_port()
+    process = subprocess.Popen(
+        ["linefuse", "serve", "--port", str(port)],
+        cwd=project,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(process.stderr.read().decode()[-2000:])
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(trained_project, tmp_path_factory):
+    project = _models_only(trained_project, tmp_path_factory.mktemp("serve") / "project")
+    yield from _serve(project, max_upload_mb=0.05, max_pixels=100_000, max_steps=10, max_queue=1)
+
+
+@pytest.fixture(scope="module")
+def strict_server(trained_project, tmp_path_factory):
+    """A one-second time limit per request."""
+    project = _models_only(trained_project, tmp_path_factory.mktemp("strict") / "project")
+    yield from _serve(project, max_pixels=100_000, max_steps=10, max_queue=1, timeout_s=1.0)
+
+
+def _png(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_http_service_restores_and_refuses_bad_requests(server):
+    health = httpx.get(f"{server}/health").json()
+    assert health["status"] == "ok" and health["default_adapter"] == "hard"
+    assert httpx.get(f"{server}/adapters").json()["adapters"] == ["easy", "hard", "medium"]
+
+    image = np.full((40, 56, 3), 255, np.uint8)
+    image[20, :] = 0
+    answer = httpx.post(
+        f"{server}/restore",
+        params={"steps": 2, "adapter": "easy"},
+        files={"file": ("chart.png", _png(image), "image/png")},
+        timeout=60,
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+    assert Image.open(io.BytesIO(answer.content)).size == (56, 40)
+
+    def post(payload: bytes, **query) -> httpx.Response:
+        return httpx.post(
+            f"{server}/restore",
+            params=query,
+            timeout=60,
+            files={"file": ("x.png", payload, "image/png")},
+        )
+
+    assert post(b"plain text, not an image").status_code == 422
+    assert post(_png(image), steps=0).status_code == 422
+    assert post(_png(image), steps=11).status_code == 422
+    assert post(_png(image), adapter="nope").status_code == 422
+    assert post(_png(np.zeros((400, 400, 3), np.uint8))).status_code == 413  # 160000 px
+    noise = np.random.default_rng(0).integers(0, 256, (150, 150, 3), dtype=np.uint8)
+    assert post(_png(noise)).status_code == 413  # about 67 KB > 0.05 MB
+    assert httpx.post(f"{server}/restore", timeout=60).status_code == 422  # no file at all
+
+
+def test_the_batch_endpoint_returns_a_zip_of_each_image_restored(server):
+    """Three uploads of different sizes: a zip of NNN-NAME.png in upload order, each the same
+    bytes as the single-image endpoint gives; one bad file fails the request, named."""
+    rng = np.random.default_rng(3)
+    images = {
+        f"chart{i}.png": rng.integers(200, 256, (24 + 8 * i, 40, 3), dtype=np.uint8)
+        for i in range(3)
+    }
+    files = [("files", (name, _png(image), "image/png")) for name, image in images.items()]
+    answer = httpx.post(f"{server}/restore/batch", params={"steps": 2}, files=files, timeout=120)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
+        names = archive.namelist()
+        restored = [archive.read(name) for name in names]
+    assert names == ["000-chart0.png", "001-chart1.png", "002-chart2.png"]
+    for (name, image), png in zip(images.items(), restored, strict=True):
+        single = httpx.post(
+            f"{server}/restore",
+            params={"steps": 2},
+            timeout=60,
+            files={"file": (name, _png(image), "image/png")},
+        )
+        assert single.content == png
+    files.append(("files", ("notes.png", b"plain text", "image/png")))
+    refused = httpx.post(f"{server}/restore/batch", files=files, timeout=60)
+    assert refused.status_code == 422 and refused.json()["detail"].startswith("notes.png: not an")
+
+
+def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
+    """A 240 x 300 upload (nine tiles, ten steps) keeps the one worker busy for seconds: /health
+    still answers within 100 ms, and with serve.max_queue 1 a second restore is refused at once
+    with 503 and Retry-After; the first still completes."""
+    ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
+    image = np.broadcast_to(ramp, (240, 300, 3)).astype(np.uint8)
+    results = {}
+
+    def slow() -> None:
+        results["slow"] = httpx.post(
+            f"{server}/restore",
+            params={"steps": 10},
+            timeout=300,
+            files={"file": ("a.png", _png(image), "image/png")},
+        )
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    time.sleep(1.0)  # the upload is in and the restore has started
+    refused = httpx.post(
+        f"{server}/restore",
+        params={"steps": 1},
+        timeout=60,
+        files={"file": ("b.png", _png(image[:32, :32]), "image/png")},
+    )
+    latencies = []
+    for _ in range(5):
+        started = time.perf_counter()
+        assert httpx.get(f"{server}/health", timeout=5).status_code == 200
+        latencies.append(time.perf_counter() - started)
+    still_running = worker.is_alive()
+    worker.join()
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+    assert still_running, "the restore ended before the probes: make it longer"
+    assert max(latencies) < 0.1, latencies
+    assert results["slow"].status_code == 200
+    assert Image.open(io.BytesIO(results["slow"].content)).size == (300, 240)
+
+
+def _long_upload() -> dict:
+    """330 x 300 px: twelve tiles, several seconds at ten steps on 2 CPU cores."""
+    ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
+    image = np.broadcast_to(ramp, (330, 300, 3)).astype(np.uint8)
+    return {"file": ("long.png", _png(image), "image/png")}
+
+
+def _freed(url: str, within_s: float) -> float:
+    """Seconds until a small restore is admitted again (the one queue slot is free)."""
+    started = time.perf_counter()
+    small = {"file": ("s.png", _png(np.full((16, 16, 3), 200, np.uint8)), "image/png")}
+    while time.perf_counter() - started < within_s:
+        if (
+            httpx.post(f"{url}/restore", params={"steps": 1}, files=small, timeout=30).status_code
+            == 200
+        ):
+            return time.perf_counter() - started
+        time.sleep(0.1)
+    raise AssertionError(f"the queue slot was still taken after {within_s} s")
+
+
+def test_a_client_that_gives_up_has_its_work_dropped(server):
+    """The client waits 1 s for a restore that takes several: the server notices it has gone,
+    stops the work before its next sampler step and frees the one queue slot, well before the
+    whole restore would have ended."""
+    before = httpx.get(f"{server}/health").json()["dropped"]["client_gone"]
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=1.0)
+    freed_s = _freed(server, within_s=3.0)
+    assert httpx.get(f"{server}/health").json()["dropped"]["client_gone"] == before + 1
+    started = time.perf_counter()
+    whole = httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120)
+    assert whole.status_code == 200
+    assert 1.0 + freed_s < time.perf_counter() - started, freed_s
+
+
+def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server):
+    answer = httpx.post(
+        f"{strict_server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120
+    )
+    assert answer.status_code == 504 and "serve.timeout_s (1 s)" in answer.json()["detail"]
+    _freed(strict_server, within_s=3.0)
+    assert httpx.get(f"{strict_server}/health").json()["dropped"] == {
+        "client_gone": 0,
+        "timeout": 1,
+    }
