@@ -98,7 +98,10 @@ def headline(detail: dict, params: Params) -> dict:
         ("curve_rmse_pct_median", "curve_rmse_pct_of_range"),
         ("peak_error_nm_median", "peak_position_error"),
     ):
-        medians = {name: value["median"] for name, value in pooled.get(figure, {}).items()}
+        entry = pooled.get(figure, {})
+        medians = {
+            name: entry[name]["median"] for name in ("input", f"model_s{steps}") if name in entry
+        }
         if found := _by_method(medians, steps):
             out[key] = found
     rates = detail.get("ocr_cer", {}).values()
