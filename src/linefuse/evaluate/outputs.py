@@ -2,14 +2,15 @@
 (tables.py); metrics/eval.json, the headline drawn from it; the plots CSVs; reports/samples.png.
 
 metrics/eval.json is what `dvc metrics show` and `dvc exp show` print, so it holds a few numbers
-under short keys, the step count in `steps` rather than in the keys:
+under short keys, the step count in `steps` rather than in the keys, in this order (DVC keeps a
+file's key order in its columns):
 
 - gain_db, gain_db_low, gain_db_high, samples: the test split's mean PSNR gain of the model over
   the input (the mean of the domain x level cells' means), its bootstrap interval, its images;
 - worst_cell_gain_db: the smallest cell gain; sharp_worst_psnr: the model's worst PSNR on a chart
   that was sharp already (what a restoration must not harm);
+- held_out.*: the same six for the held-out chart families (when there are any);
 - domain_gain_db.<domain>: the mean over its levels of each cell's mean gain;
-- held_out.*: the same first six for the held-out chart families (when there are any);
 - few_step_shortfall_db: on the sweep's tiles, the PSNR the fewest steps (<= 4) lose against the
   most steps swept;
 - curve_rmse_pct_median, peak_error_nm_median (.input, .model): the medians over every test image
@@ -56,8 +57,9 @@ def write_outputs(detail: dict, showcase: dict, params: Params) -> None:
         _write_gains(detail, domains, levels, params.eval.steps, tmp[GAIN_CSV])
         _write_ocr(detail, levels, params.eval.steps, tmp[OCR_CSV])
         _write_samples(showcase, domains, levels, tmp[SAMPLES_PNG])
-        for path, content in ((EVAL_DETAIL, detail), (EVAL_JSON, headline(detail, params))):
-            tmp[path].write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+        tmp[EVAL_DETAIL].write_text(json.dumps(detail, indent=2, sort_keys=True) + "\n")
+        # in the headline's own order: `dvc exp show` keeps it, so the mean gain comes first
+        tmp[EVAL_JSON].write_text(json.dumps(headline(detail, params), indent=2) + "\n")
 
 
 def _split_headline(block: dict, steps: int) -> dict:
@@ -84,13 +86,13 @@ def headline(detail: dict, params: Params) -> dict:
     """metrics/eval.json's content (the module's docstring), every number from `detail`."""
     steps = params.eval.steps
     out = {"steps": steps} | _split_headline(detail, steps)
+    if held := _split_headline(detail.get("held_out", {}), steps):
+        out["held_out"] = held
     gains = detail.get(f"psnr_gain_s{steps}", {})
     out["domain_gain_db"] = {
         domain: round(float(np.mean([cell["mean"] for cell in by_level.values()])), 4)
-        for domain, by_level in gains.items()
+        for domain, by_level in sorted(gains.items())
     }
-    if held := _split_headline(detail.get("held_out", {}), steps):
-        out["held_out"] = held
     if "few_step" in detail:
         out["few_step_shortfall_db"] = detail["few_step"]["psnr_shortfall_db"]
     pooled = detail.get("chart_summary", {})
