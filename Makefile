@@ -40,8 +40,9 @@ snakemake: $(STAMP) tesseract
 	$(BIN)/snakemake --cores 2
 
 # `make sweep`: queue one DVC experiment per LoRA rank x curriculum on/off (train.ordered), run
-# them one after another, then list PSNR per domain for each. Override the grid on the command
-# line: make sweep SWEEP_RANKS="4 8 16" SWEEP_ORDERED=true
+# them one after another, then list each one's mean PSNR gain (metrics/eval.json), overall with
+# its interval and per domain. Override the grid on the command line:
+# make sweep SWEEP_RANKS="4 8 16" SWEEP_ORDERED=true
 SWEEP_RANKS ?= 4 16
 SWEEP_ORDERED ?= true false
 SWEEP_JOBS ?= 1
@@ -55,7 +56,7 @@ sweep: $(STAMP)
 	@! $(BIN)/dvc queue status | grep -q Failed || { $(BIN)/dvc queue status; \
 	  echo "make sweep: an experiment failed; see dvc queue logs NAME"; exit 1; }
 	$(BIN)/dvc exp show --no-pager --md --drop '.*' \
-	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|psnr_by_domain_s[0-9]+\..*|summary\.psnr_gain_s[0-9]+)$$'
+	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|gain_db(_low|_high)?|domain_gain_db\..*)$$'
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
 # Tesseract is installed first, so the tests that read tick labels must run, not skip.

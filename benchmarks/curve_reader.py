@@ -4,7 +4,7 @@ Generates the default data set's charts (params.yaml's data.charts) in a tempora
 reads each main series back from the sharp chart, and from the chart blurred by a Gaussian of
 each sigma, against its CSV, as evaluate does (the sharp chart's shown columns judge the peak).
 A perfect reader scores 0 on the sharp charts; what it scores there is in every chart figure of
-metrics/eval.json too. Writes benchmarks/results/curve_reader.json.
+reports/eval_detail.json too. Writes benchmarks/results/curve_reader.json.
 
     python benchmarks/curve_reader.py [--sigmas 1 2]
 """

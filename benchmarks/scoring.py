@@ -30,7 +30,7 @@ def main() -> None:
     from linefuse.data.degrade import degrade, item_rng
     from linefuse.evaluate.baselines import baselines
     from linefuse.evaluate.curves import read_truth, shown_columns
-    from linefuse.evaluate.evaluate import _score_pair, _scoring_map
+    from linefuse.evaluate.scoring import score_pair, scoring_map
     from linefuse.hardware import machine_summary
     from linefuse.params import load_params
     from linefuse.stage import default_workers
@@ -61,8 +61,8 @@ def main() -> None:
     seconds, results = {}, {}
     for name, workers in (("one_process", 1), ("workers", args.workers)):
         started = time.perf_counter()
-        with _scoring_map(workers) as scoring_map:
-            results[name] = list(scoring_map(_score_pair, tasks))
+        with scoring_map(workers) as mapper:
+            results[name] = list(mapper(score_pair, tasks))
         seconds[name] = time.perf_counter() - started
     report = {
         "machine": {

@@ -152,7 +152,7 @@ def run_evaluate(params: Params, args: argparse.Namespace) -> None:
 
     with stage("evaluate") as written:
         report = evaluate(params, _device(params, "evaluate"), workers=args.workers)
-        written += [paths.EVAL_JSON, paths.PLOTS_DIR, paths.SAMPLES_PNG]
+        written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
     log, steps = logging.getLogger("linefuse"), params.eval.steps
     if summary := report["summary"]:
         low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]

@@ -51,7 +51,8 @@ def zoo_model(name: str) -> Path:
 # small metrics (DVC metrics, not cached), training logs, resumable training state
 METRICS_DIR = Path("metrics")
 INDEX_METRICS = METRICS_DIR / "index.json"
-EVAL_JSON = METRICS_DIR / "eval.json"
+EVAL_JSON = METRICS_DIR / "eval.json"  # evaluate's headline: what `dvc exp show` prints
+EVAL_DETAIL = Path("reports/eval_detail.json")  # every table evaluate makes (the report's input)
 LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
 
@@ -59,6 +60,8 @@ STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can
 PLOTS_DIR = Path("plots")
 BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
 BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
+GAIN_CSV = PLOTS_DIR / "gain_by_cell.csv"
+OCR_CSV = PLOTS_DIR / "ocr_cer_by_level.csv"
 REPORTS_DIR = Path("reports")
 SAMPLES_PNG = REPORTS_DIR / "samples.png"
 REPORT_HTML = REPORTS_DIR / "index.html"

@@ -46,7 +46,7 @@ def test_the_whole_pipeline_runs_on_a_hostile_folder(tmp_path):
             for key in EmbeddedPairs(tmp_path / "data/embeddings" / level, "train").keys
         }
         assert trained == {i for i, split in split_of.items() if split == "train"}, level
-    report = json.loads((tmp_path / "metrics/eval.json").read_text())
+    report = json.loads((tmp_path / "reports/eval_detail.json").read_text())
     tested = sum(split == "test" for split in split_of.values())
     cells = sum(len(by_level) for by_level in report["psnr"].values())
     assert cells == (len(LEVELS) * len(params["degrade"]["domains"]) if tested else 0)

@@ -3,6 +3,7 @@ input."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from contextlib import chdir
@@ -124,6 +125,21 @@ def test_chart_errors_see_a_moved_peak():
     assert errors["peak_position_error_px"] == pytest.approx(6.0)
 
 
+def _detail(project: Path) -> dict:
+    """reports/eval_detail.json: every table evaluate made."""
+    return json.loads((project / "reports/eval_detail.json").read_text())
+
+
+def _leaves(block: dict, prefix: str = "") -> dict[str, object]:
+    """{dotted key: value} of every leaf, as `dvc metrics show` lists them."""
+    out = {}
+    for key, value in block.items():
+        out |= (
+            _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value}
+        )
+    return out
+
+
 @pytest.fixture(scope="module")
 def evaluated(trained_project, tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("evaluated") / "project"
@@ -132,8 +148,62 @@ def evaluated(trained_project, tmp_path_factory) -> Path:
     return project
 
 
-def test_eval_json_has_the_shape_dvc_shows(evaluated):
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+def test_eval_json_is_the_headline_each_figure_from_the_detail(evaluated):
+    """metrics/eval.json fits a screen: at most 40 numbers under short keys, the step count in
+    `steps`, each one the detail file's own figure (or, for a domain and the tick labels, the mean
+    of its cells or levels there)."""
+    headline, detail = json.loads((evaluated / "metrics/eval.json").read_text()), _detail(evaluated)
+    params = tiny_params()
+    steps = params["eval"]["steps"]
+    leaves = _leaves(headline)
+    assert 20 <= len(leaves) <= 40, sorted(leaves)
+    assert all(type(v) in (int, float) for v in leaves.values()), leaves
+    assert max(len(key) for key in leaves) <= 30
+    assert headline["steps"] == steps and not any(f"_s{steps}" in key for key in leaves)
+    for block, split in ((headline, detail), (headline["held_out"], detail["held_out"])):
+        summary = split["summary"]
+        assert block["gain_db"] == summary[f"psnr_gain_s{steps}"]
+        assert block["gain_db_low"] == summary[f"psnr_gain_s{steps}_low"] < block["gain_db"]
+        assert block["gain_db_high"] == summary[f"psnr_gain_s{steps}_high"] > block["gain_db"]
+        assert block["samples"] == summary["samples"] > 0
+        assert block["worst_cell_gain_db"] == summary[f"min_psnr_gain_s{steps}"] < block["gain_db"]
+        assert block["sharp_worst_psnr"] == split["sharp"][f"min_psnr_s{steps}"]
+    gains = detail[f"psnr_gain_s{steps}"]
+    assert set(headline["domain_gain_db"]) == set(DOMAINS)
+    for domain, gain in headline["domain_gain_db"].items():
+        cells = [gains[domain][level]["mean"] for level in LEVELS]
+        assert gain == pytest.approx(np.mean(cells), abs=1e-4)
+        assert min(cells) - 1e-4 <= gain <= max(cells) + 1e-4
+    assert headline["few_step_shortfall_db"] == detail["few_step"]["psnr_shortfall_db"]
+    model = f"model_s{steps}"
+    for key, figure in (
+        ("curve_rmse_pct_median", "curve_rmse_pct_of_range"),
+        ("peak_error_nm_median", "peak_position_error"),
+    ):
+        pooled = detail["chart_summary"][figure]
+        assert headline[key] == {
+            "input": pooled["input"]["median"],
+            "model": pooled[model]["median"],
+        }
+    if "ocr_cer" in detail:  # Tesseract was here
+        for name, key in (("input", "input"), ("model", model)):
+            rates = [detail["ocr_cer"][level][key] for level in LEVELS]
+            assert headline["ocr_cer"][name] == pytest.approx(np.mean(rates), abs=1e-4)
+    machine = detail["machine"][f"seconds_per_megapixel_s{steps}"]
+    assert headline["seconds_per_megapixel"] == machine > 0
+    # the per-cell tables travel as plots CSVs too: each cell's gain with its interval
+    rows = list(csv.DictReader(open(evaluated / "plots/gain_by_cell.csv")))
+    assert len(rows) == 2 * len(DOMAINS) * len(LEVELS)
+    for row in rows:
+        split = detail if row["split"] == "test" else detail["held_out"]
+        cell = split[f"psnr_gain_s{steps}"][row["domain"]][row["level"]]
+        assert row["cell"] == f"{row['split']} {row['domain']} {row['level']}"
+        assert [int(row["samples"]), float(row["gain"])] == [cell["samples"], cell["mean"]]
+        assert float(row["low"]) == cell["low"] and float(row["high"]) == cell["high"]
+
+
+def test_eval_detail_has_every_table(evaluated):
+    report = _detail(evaluated)
     params = tiny_params()["eval"]
     model, sweep = f"model_s{params['steps']}", params["sweep"]["steps"]
     for metric in ("psnr", "ssim"):
@@ -154,7 +224,7 @@ def test_eval_json_has_the_shape_dvc_shows(evaluated):
     speed = {n: report["sweep"][f"s{n}"]["seconds_per_megapixel"] for n in sweep}
     assert speed[max(sweep)] > speed[1] > 0
     assert report["machine"]["device"] == "cpu" and report["machine"]["cpu_model"]
-    for name in ("psnr_by_domain_level.csv", "psnr_vs_steps.csv"):
+    for name in ("psnr_by_domain_level.csv", "psnr_vs_steps.csv", "ocr_cer_by_level.csv"):
         assert (evaluated / "plots" / name).read_text().count("\n") > 3
     scan_cells = report["psnr"]["scan"].values()
     assert report[f"psnr_by_domain_s{params['steps']}"]["scan"] == pytest.approx(
@@ -174,7 +244,7 @@ def test_eval_json_has_the_shape_dvc_shows(evaluated):
 def test_every_cell_has_its_sample_count_and_gain_interval(evaluated):
     """psnr_gain_sN: each cell counts every test image of its domain and level, its mean is the
     PSNR table's model minus input, and the bootstrap interval holds the mean."""
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    report = _detail(evaluated)
     steps = tiny_params()["eval"]["steps"]
     block, summary = report[f"psnr_gain_s{steps}"], report["summary"]
     test_images = 0
@@ -203,7 +273,7 @@ def test_every_cell_has_its_sample_count_and_gain_interval(evaluated):
 def test_the_held_out_families_are_scored_apart(evaluated):
     """The held_out split (chart families never trained on) gets the same tables as the test
     split, counted from its own shards; the main tables never include it."""
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    report = _detail(evaluated)
     steps = tiny_params()["eval"]["steps"]
     held = report["held_out"]
     assert {"psnr", "ssim", f"psnr_gain_s{steps}", "summary", "chart"} <= set(held)
@@ -231,7 +301,7 @@ def test_chart_summary_pools_every_image_of_the_split(evaluated):
     """chart_summary: each figure over all test images, the model paired with its input. The pooled
     mean is the sample-weighted mean of the cells' means, and the sharp chart read against itself
     has no peak or area error at all."""
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    report = _detail(evaluated)
     steps = tiny_params()["eval"]["steps"]
     model, block = f"model_s{steps}", report[f"psnr_gain_s{steps}"]
     total = report["summary"]["samples"]
@@ -269,7 +339,7 @@ def test_eval_json_reports_how_legible_the_tick_labels_are(evaluated):
     input, the model's output and the sharp chart, over every label of the images read (the
     first eval.ocr.max_images of each domain); per cell under chart. The tiny charts' 4-5 pt
     labels at 72 dpi are 3-4 px tall, so these rates are high: test_ocr.py judges the reading."""
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    report = _detail(evaluated)
     params = tiny_params()["eval"]
     model, most = f"model_s{params['steps']}", params["ocr"]["max_images"]
     for block, split in ((report, "test"), (report["held_out"], "held_out")):
@@ -295,11 +365,17 @@ def test_without_tesseract_the_ocr_figures_are_null(evaluated, tmp_path, monkeyp
     assert run_cli(project, "evaluate", "--workers", "1") == 0
     warnings = [r.getMessage() for r in caplog.records if "tick labels" in r.getMessage()]
     assert len(warnings) == 1 and "apt-get install tesseract-ocr" in warnings[0]
-    report = json.loads((project / "metrics/eval.json").read_text())
+    report = _detail(project)
     model = f"model_s{params['eval']['steps']}"
     for level, cell in report["ocr_cer"].items():
         assert cell == {"input": None, model: None, "sharp": None, "labels": cell["labels"]}
         assert cell["labels"] == _labels_read(project, "test", level, 1) > 0
+    # the headline holds numbers only: the rates it could not make are left out, the rest stay
+    headline = json.loads((project / "metrics/eval.json").read_text())
+    assert (
+        "ocr_cer" not in headline
+        and headline["gain_db"] == report["summary"][f"psnr_gain_s{params['eval']['steps']}"]
+    )
 
 
 def test_scores_do_not_depend_on_the_worker_count(evaluated, tmp_path):
@@ -310,24 +386,25 @@ def test_scores_do_not_depend_on_the_worker_count(evaluated, tmp_path):
     assert run_cli(project, "evaluate", "--workers", "1") == 0
     timed = {"machine", "sweep", "few_step"}
     one, many = (
-        {
-            k: v
-            for k, v in json.loads((p / "metrics/eval.json").read_text()).items()
-            if k not in timed
-        }
-        for p in (project, evaluated)
+        {k: v for k, v in _detail(p).items() if k not in timed} for p in (project, evaluated)
     )
-    assert one == many
+    assert one == many and one["psnr"]
+    headlines = [json.loads((p / "metrics/eval.json").read_text()) for p in (project, evaluated)]
+    for headline in headlines:
+        del headline["seconds_per_megapixel"]
+    assert headlines[0] == headlines[1]
+    for name in ("gain_by_cell.csv", "ocr_cer_by_level.csv", "psnr_by_domain_level.csv"):
+        assert (project / "plots" / name).read_bytes() == (evaluated / "plots" / name).read_bytes()
     assert (project / "reports/samples.png").read_bytes() == (
         evaluated / "reports/samples.png"
     ).read_bytes()
 
 
 def test_the_tiny_trained_model_beats_its_input(evaluated):
-    """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 32 px crops, 1 step): +0.43 dB mean
-    PSNR gain here (interval +0.40 to +0.48), +0.35 dB on the sweep's tiles at every step count;
-    an untrained model gains 0."""
-    report = json.loads((evaluated / "metrics/eval.json").read_text())
+    """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 32 px crops, 1 step): the mean PSNR
+    gain and its interval's low end are above zero by a margin, and so is the gain on the sweep's
+    tiles at every step count; an untrained model gains 0."""
+    report = _detail(evaluated)
     steps = tiny_params()["eval"]["steps"]
     gains = [
         cell[f"model_s{steps}"] - cell["input"]
@@ -424,7 +501,7 @@ def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, t
     write_params(project, params)
     assert run_cli(project, "train-domains") == 0
     assert run_cli(project, "evaluate") == 0
-    report = json.loads((project / "metrics/eval.json").read_text())
+    report = _detail(project)
     for domain, by_level in report["psnr"].items():
         for cell in by_level.values():
             assert ("model_domain_s4" in cell) == (domain in ("gaussian", "scan"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
 import json
 import re
 import shutil
@@ -88,7 +89,7 @@ def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
 
 
 def _check_chart_summary(rows: list, pooled: dict, model: str) -> None:
-    """A chart-summary table's rows against eval.json's block: figures, counts, medians, means."""
+    """A chart-summary table's rows against the detail's block: figures, counts, medians, means."""
     assert [row[0][0] for row in rows] == [figure.replace("_", " ") for figure in sorted(pooled)]
     for row, (_, entry) in zip(rows, sorted(pooled.items()), strict=True):
         values = [
@@ -112,7 +113,7 @@ def reported(engine_builds, tmp_path_factory) -> Path:
 
 def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engine_builds):
     page = (reported / "reports/index.html").read_text()
-    report = json.loads((reported / "metrics/eval.json").read_text())
+    report = json.loads((reported / "reports/eval_detail.json").read_text())
 
     for metric, caption, digits in (("psnr", "PSNR", 2), ("ssim", "SSIM", 4)):
         rows = _table(page, caption)
@@ -134,7 +135,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     steps = tiny_params()["eval"]["steps"]
     hard = report["psnr"]["gaussian"]["hard"][f"model_s{steps}"]
     assert f">{hard:.2f}</td>" in page
-    # each cell's sample count, mean gain and interval, as eval.json has them
+    # each cell's sample count, mean gain and interval, as the detail has them
     gains = report[f"psnr_gain_s{steps}"]
     rows = _table(page, "PSNR gain of the model over the input")[2:]
     assert len(rows) == 15
@@ -162,7 +163,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert held_cells and len(_table(page, "Held-out PSNR gain")[2:]) == held_cells
     assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
     assert f"{held['summary'][f'psnr_gain_s{steps}']:+.2f} dB</div>" in page
-    # chart_summary: one row per figure, its image count, medians and means as eval.json has them
+    # chart_summary: one row per figure, its image count, medians and means as the detail has them
     model = f"model_s{steps}"
     for pooled, caption in (
         (report["chart_summary"], "Over every test image"),
@@ -186,6 +187,10 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
             assert f"<code>{key}</code>" in shown, (block, key)
     for plot in PLOTS:
         assert plot in page
+    # its numbers come from the detail file, named with its digest; the headline is not read
+    detail = (reported / "reports/eval_detail.json").read_bytes()
+    assert f"<code>{hashlib.sha256(detail).hexdigest()}</code>" in page
+    assert "metrics/eval.json" not in page
     # the steps table: plots/psnr_vs_steps.csv row for row; no charts (the loss curves are
     # DVCLive's plots, and a chart of the scores would only repeat the tables)
     steps = [[text for text, _ in row] for row in _table(page, "The model per DDIM step")[1:]]
@@ -256,14 +261,13 @@ def _synthetic(project: Path) -> Path:
         "sweep": {"samples": 2, "s1": {"psnr": 22.5, "seconds_per_megapixel": 1.0}},
         "summary": {"psnr_gain_s25": 3.0, HOSTILE: 1},
     }
-    (project / "metrics").mkdir()
-    (project / "metrics/eval.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    (project / "reports").mkdir()
+    (project / "reports/eval_detail.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     (project / "plots").mkdir()
     (project / "plots/psnr_by_domain_level.csv").write_text("domain,level,method,psnr,ssim\n")
     (project / "plots/psnr_vs_steps.csv").write_text(
         "steps,psnr,gain,margin,seconds_per_megapixel\n1,22.5,2.5,1.5,1.0\n25,24.0,4.0,3.0,20.0\n"
     )
-    (project / "reports").mkdir()
     Image.new("RGB", (96, 6 * 34), (200, 100, 50)).save(project / "reports/samples.png")
     return project
 
@@ -278,7 +282,7 @@ def test_html_in_any_input_is_escaped_and_two_runs_are_the_same_bytes(tmp_path):
     assert f'<th title="{escaped}">{escaped}</th>' in page  # a method, in an attribute too
     assert f'class="domain">{escaped}</th>' in page  # a domain
     assert page.replace("<wbr>", "").count(f"<code>{escaped}</code>") == 1  # a summary key
-    # the methods come from eval.json: a new baseline is a classical column like any other
+    # the methods come from the detail: a new baseline is a classical column like any other
     groups = _table(page, "PSNR")[0][2:]  # after the domain and level headers
     assert [text for text, _ in groups] == [
         "blurred",
@@ -304,7 +308,7 @@ def test_a_missing_input_is_one_line_naming_the_file_and_the_fix(reported, tmp_p
     capsys.readouterr()
     assert run_cli(tmp_path, "report") == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "linefuse: error: metrics/eval.json is missing; run `linefuse evaluate` first"
+        "linefuse: error: reports/eval_detail.json is missing; run `linefuse evaluate` first"
     ]
     project = copy_project(reported, tmp_path / "project")
     before = (project / "reports/index.html").read_bytes()

@@ -4,7 +4,7 @@
 
 rule report:
     input:
-        "metrics/eval.json",
+        "reports/eval_detail.json",
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
         "reports/samples.png",

@@ -124,6 +124,9 @@ rule evaluate:
         f"models/lora/{CURRICULUM_ORDER[-1]}",
         "models/domains",
         "src/linefuse/evaluate/evaluate.py",
+        "src/linefuse/evaluate/scoring.py",
+        "src/linefuse/evaluate/tables.py",
+        "src/linefuse/evaluate/outputs.py",
         "src/linefuse/evaluate/intervals.py",
         "src/linefuse/evaluate/curves.py",
         "src/linefuse/train/domains.py",
@@ -136,9 +139,12 @@ rule evaluate:
         "src/linefuse/hardware.py",
     output:
         "reports/samples.png",
+        "reports/eval_detail.json",
         "metrics/eval.json",
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
+        "plots/gain_by_cell.csv",
+        "plots/ocr_cer_by_level.csv",
     params:
         tracked=tracked(
             "compute",

@@ -1,0 +1,205 @@
+"""evaluate's outputs, written together (all or none): reports/eval_detail.json, every table
+(tables.py); metrics/eval.json, the headline drawn from it; the plots CSVs; reports/samples.png.
+
+metrics/eval.json is what `dvc metrics show` and `dvc exp show` print, so it holds a few numbers
+under short keys, the step count in `steps` rather than in the keys, in this order (DVC keeps a
+file's key order in its columns):
+
+- gain_db, gain_db_low, gain_db_high, samples: the test split's mean PSNR gain of the model over
+  the input (the mean of the domain x level cells' means), its bootstrap interval, its images;
+- worst_cell_gain_db: the smallest cell gain; sharp_worst_psnr: the model's worst PSNR on a chart
+  that was sharp already (what a restoration must not harm);
+- held_out.*: the same six for the held-out chart families (when there are any);
+- domain_gain_db.<domain>: the mean over its levels of each cell's mean gain;
+- few_step_shortfall_db: on the sweep's tiles, the PSNR the fewest steps (<= 4) lose against the
+  most steps swept;
+- curve_rmse_pct_median, peak_error_nm_median (.input, .model): the medians over every test image
+  of the curve read back against the chart's data (RMSE in percent of its range) and of its peak
+  position error in the chart's x unit (nm);
+- ocr_cer (.input, .model): the tick labels' character error rate, the mean over levels of each
+  level's pooled rate (each level counts the same, as each cell does in gain_db);
+- seconds_per_megapixel: restoring whole images at `steps` on this machine.
+
+A figure evaluate could not make (no held-out family, no sweep, no Tesseract) is left out.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from linefuse.params import Params
+from linefuse.paths import (
+    BY_DOMAIN_CSV,
+    BY_STEPS_CSV,
+    EVAL_DETAIL,
+    EVAL_JSON,
+    GAIN_CSV,
+    OCR_CSV,
+    SAMPLES_PNG,
+)
+from linefuse.stage import atomic_files
+
+PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, GAIN_CSV, OCR_CSV]
+OUTPUTS = [*PLOTS, SAMPLES_PNG, EVAL_DETAIL, EVAL_JSON]
+
+
+def write_outputs(detail: dict, showcase: dict, params: Params) -> None:
+    """Every output of the stage from the tables and the samples, replaced at once."""
+    levels, domains = params.degrade.levels, params.degrade.domains
+    with atomic_files(OUTPUTS) as tmp:
+        _write_scores(detail, levels, tmp[BY_DOMAIN_CSV])
+        _write_steps(detail["sweep"], params.eval.sweep.steps, tmp[BY_STEPS_CSV])
+        _write_gains(detail, domains, levels, params.eval.steps, tmp[GAIN_CSV])
+        _write_ocr(detail, levels, params.eval.steps, tmp[OCR_CSV])
+        _write_samples(showcase, domains, levels, tmp[SAMPLES_PNG])
+        tmp[EVAL_DETAIL].write_text(json.dumps(detail, indent=2, sort_keys=True) + "\n")
+        # in the headline's own order: `dvc exp show` keeps it, so the mean gain comes first
+        tmp[EVAL_JSON].write_text(json.dumps(headline(detail, params), indent=2) + "\n")
+
+
+def _split_headline(block: dict, steps: int) -> dict:
+    """gain_db and its interval, samples, worst_cell_gain_db, sharp_worst_psnr of one split."""
+    summary, sharp = block.get("summary", {}), block.get("sharp", {})
+    named = {
+        "gain_db": summary.get(f"psnr_gain_s{steps}"),
+        "gain_db_low": summary.get(f"psnr_gain_s{steps}_low"),
+        "gain_db_high": summary.get(f"psnr_gain_s{steps}_high"),
+        "samples": summary.get("samples"),
+        "worst_cell_gain_db": summary.get(f"min_psnr_gain_s{steps}"),
+        "sharp_worst_psnr": sharp.get(f"min_psnr_s{steps}"),
+    }
+    return {key: value for key, value in named.items() if value is not None}
+
+
+def _by_method(pairs: dict, steps: int) -> dict | None:
+    """{input, model} of a {input, model_sN, ...} entry; None when either is missing."""
+    out = {"input": pairs.get("input"), "model": pairs.get(f"model_s{steps}")}
+    return None if None in out.values() else out
+
+
+def headline(detail: dict, params: Params) -> dict:
+    """metrics/eval.json's content (the module's docstring), every number from `detail`."""
+    steps = params.eval.steps
+    out = {"steps": steps} | _split_headline(detail, steps)
+    if held := _split_headline(detail.get("held_out", {}), steps):
+        out["held_out"] = held
+    gains = detail.get(f"psnr_gain_s{steps}", {})
+    out["domain_gain_db"] = {
+        domain: round(float(np.mean([cell["mean"] for cell in by_level.values()])), 4)
+        for domain, by_level in sorted(gains.items())
+    }
+    if "few_step" in detail:
+        out["few_step_shortfall_db"] = detail["few_step"]["psnr_shortfall_db"]
+    pooled = detail.get("chart_summary", {})
+    for key, figure in (
+        ("curve_rmse_pct_median", "curve_rmse_pct_of_range"),
+        ("peak_error_nm_median", "peak_position_error"),
+    ):
+        entry = pooled.get(figure, {})
+        medians = {
+            name: entry[name]["median"] for name in ("input", f"model_s{steps}") if name in entry
+        }
+        if found := _by_method(medians, steps):
+            out[key] = found
+    rates = detail.get("ocr_cer", {}).values()
+    by_level = [_by_method(rate, steps) for rate in rates]
+    if by_level and None not in by_level:
+        out["ocr_cer"] = {
+            name: round(float(np.mean([rate[name] for rate in by_level])), 4)
+            for name in ("input", "model")
+        }
+    if (seconds := detail["machine"].get(f"seconds_per_megapixel_s{steps}")) is not None:
+        out["seconds_per_megapixel"] = seconds
+    return out
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def _write_scores(detail: dict, levels: list[str], path: Path) -> None:
+    """plots/psnr_by_domain_level.csv: the PSNR and SSIM of every method in every test cell."""
+    rows = [
+        [domain, level, name, value, detail["ssim"][domain][level][name]]
+        for domain, by_level in detail["psnr"].items()
+        for level in levels
+        if level in by_level
+        for name, value in by_level[level].items()
+    ]
+    _write_csv(path, ["domain", "level", "method", "psnr", "ssim"], rows)
+
+
+def _write_steps(sweep: dict, counts: list[int], path: Path) -> None:
+    """plots/psnr_vs_steps.csv: on the sweep's tiles, the model's PSNR per step count, its gain
+    over the input, its margin over the best classical baseline and its time per megapixel."""
+    rows = [
+        [
+            count,
+            sweep[f"s{count}"]["psnr"],
+            round(sweep[f"s{count}"]["psnr"] - sweep["input_psnr"], 4),
+            round(sweep[f"s{count}"]["psnr"] - sweep["best_classical_psnr"], 4),
+            sweep[f"s{count}"]["seconds_per_megapixel"],
+        ]
+        for count in counts
+        if sweep
+    ]
+    _write_csv(path, ["steps", "psnr", "gain", "margin", "seconds_per_megapixel"], rows)
+
+
+def _splits(detail: dict) -> list[tuple[str, dict]]:
+    return [("test", detail)] + ([("held_out", detail["held_out"])] if "held_out" in detail else [])
+
+
+def _write_gains(detail: dict, domains: list[str], levels: list[str], steps: int, path: Path):
+    """plots/gain_by_cell.csv: each cell's mean PSNR gain with its interval, test then held-out,
+    one bar per `cell` (split domain level) in `dvc plots show`."""
+    rows = []
+    for split, block in _splits(detail):
+        gains = block.get(f"psnr_gain_s{steps}", {})
+        for domain in (d for d in domains if d in gains):
+            for level in (lv for lv in levels if lv in gains[domain]):
+                cell = gains[domain][level]
+                bounds = ["" if cell[k] is None else cell[k] for k in ("low", "high")]
+                label = f"{split} {domain} {level}"
+                rows.append([label, split, domain, level, cell["samples"], cell["mean"], *bounds])
+    header = ["cell", "split", "domain", "level", "samples", "gain", "low", "high"]
+    _write_csv(path, header, rows)
+
+
+def _write_ocr(detail: dict, levels: list[str], steps: int, path: Path) -> None:
+    """plots/ocr_cer_by_level.csv: per split and level, the tick labels' character error rate in
+    the input, the model's output and the sharp chart (empty where not read), one bar each."""
+    rows = []
+    for split, block in _splits(detail):
+        rates = block.get("ocr_cer", {})
+        for level in (lv for lv in levels if lv in rates):
+            for name in ("input", f"model_s{steps}", "sharp"):
+                rate = rates[level].get(name)
+                label = f"{split} {level} {name}"
+                rows.append([label, split, level, name, "" if rate is None else rate])
+    _write_csv(path, ["series", "split", "level", "method", "cer"], rows)
+
+
+def _write_samples(showcase: dict, domains: list[str], levels: list[str], path: Path) -> None:
+    """One row per domain and level: blurred | restored | sharp, at a common height."""
+    rows = []
+    for domain in domains:
+        for level in levels:
+            if (domain, level) in showcase:
+                rows.append(np.concatenate(showcase[(domain, level)], axis=1))
+    if not rows:  # no test samples: a blank sheet, as the declared output must exist
+        rows = [np.full((1, 1, 3), 255, np.uint8)]
+    width = max(row.shape[1] for row in rows)
+    rows = [
+        np.pad(row, ((0, 2), (0, width - row.shape[1]), (0, 0)), constant_values=255)
+        for row in rows
+    ]
+    Image.fromarray(np.concatenate(rows, axis=0)).save(path, format="PNG")

@@ -1,0 +1,280 @@
+"""evaluate's scoring: each pair's PSNR, SSIM, line-fidelity and tick-label errors against its
+sharp image, in forked workers, gathered into one split's cells (domain x level).
+
+Every list below is image-aligned within its cell: the n-th value of each method belongs to the
+cell's n-th pair, so the tables can pair the model with its input image by image.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from linefuse.evaluate import ocr
+from linefuse.evaluate.baselines import baselines
+from linefuse.evaluate.chart_metrics import chart_errors
+from linefuse.evaluate.curves import ChartTruth, curve_errors, shown_columns
+from linefuse.evaluate.metrics import psnr, ssim
+from linefuse.params import Params
+
+
+def _lists() -> defaultdict:
+    return defaultdict(list)
+
+
+@dataclass
+class Cell:
+    """One domain x level's per-image scores: PSNR and SSIM per method; the line-fidelity figures
+    of the input, the model and the sharp image (chart[method][figure]); and the tick labels'
+    readings of the same three as (edits, characters, labels), edits None where not read."""
+
+    psnr: dict[str, list[float]] = field(default_factory=_lists)
+    ssim: dict[str, list[float]] = field(default_factory=_lists)
+    chart: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(_lists))
+    ocr: dict[str, list[tuple]] = field(default_factory=_lists)
+
+
+@dataclass
+class Scores:
+    """One split's scores: its cells, by domain then level in the order first scored, and the
+    sharp images it showed (image_id -> ...), each scored and read once."""
+
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
+    showcase: dict = field(default_factory=dict)  # (domain, level) -> (blurred, restored, sharp)
+    sharp: dict = field(default_factory=dict)  # its sharp image, for the sharp row
+    sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
+    sharp_figures: dict = field(default_factory=dict)  # its sharp image's _figures
+    sharp_shown: dict = field(default_factory=dict)  # where it shows the curve
+    sharp_ocr: dict = field(default_factory=dict)  # its sharp image's tick-label reading
+
+    def cell(self, domain: str, level: str) -> Cell:
+        return self.cells.setdefault(domain, {}).setdefault(level, Cell())
+
+
+class PairScores(NamedTuple):
+    """What one pair's scoring returns (from a worker: plain values only)."""
+
+    psnr: dict[str, float]  # method -> PSNR
+    ssim: dict[str, float]
+    figures: dict[str, dict[str, float]]  # input and model -> figure -> value
+    ticks: dict[str, tuple]  # input, model (and sharp when asked) -> (edits, characters, labels)
+
+
+def first_per_domain(metas: list[dict], count: int | None) -> list[int]:
+    """Positions of the first `count` samples of each domain (all of them when count is None)."""
+    taken: dict[str, int] = defaultdict(int)
+    chosen = []
+    for position, meta in enumerate(metas):
+        if count is None or taken[meta["domain"]] < count:
+            taken[meta["domain"]] += 1
+            chosen.append(position)
+    return chosen
+
+
+def _offset(image: np.ndarray, truth: ChartTruth) -> tuple[int, int]:
+    """Where a sample, its chart's centred crop or the whole chart, lies in the chart."""
+    return (truth.height - image.shape[0]) // 2, (truth.width - image.shape[1]) // 2
+
+
+def _labels_in(image: np.ndarray, truth: ChartTruth | None) -> list[ocr.Label]:
+    """The chart's tick labels that lie whole inside `image` (the chart or a centred crop of it),
+    their boxes in its pixels."""
+    if truth is None:
+        return []
+    top, left = _offset(image, truth)
+    height, width = image.shape[:2]
+    inside = []
+    for label in truth.labels:
+        x0, y0, x1, y1 = label.box
+        box = (x0 - left, y0 - top, x1 - left, y1 - top)
+        if box[0] >= 0 and box[1] >= 0 and box[2] <= width and box[3] <= height:
+            inside.append(ocr.Label(label.text, box))
+    return inside
+
+
+def _figures(
+    image: np.ndarray, sharp: np.ndarray, truth: ChartTruth | None, shown: np.ndarray | None
+) -> dict:
+    """The line-fidelity errors of one image: in pixels from the column profile, and with the
+    chart's ground truth in its own units, judged where the sharp sample shows the curve
+    (`shown`, from curves.shown_columns)."""
+    figures = chart_errors(image, sharp)
+    if truth is not None:
+        errors = curve_errors(image, truth, _offset(image, truth), shown)
+        # charts plot counts, percent or a.u.: a mean over charts needs each chart's own scale
+        span = float(np.ptp(truth.intensity)) or 1.0
+        figures |= errors | {
+            f"{name}_pct_of_range": 100 * errors[name] / span
+            for name in ("peak_height_error", "curve_rmse")
+        }
+    return figures
+
+
+def _tick_errors(images: dict[str, np.ndarray], labels: list[ocr.Label]) -> dict:
+    """name -> (edits, characters, labels) of Tesseract's reading of the tick labels in each
+    image, all in one call; empty without labels."""
+    if not labels:
+        return {}
+    errors = ocr.label_errors(list(images.values()), labels)
+    return {name: (*error, len(labels)) for name, error in zip(images, errors, strict=True)}
+
+
+def score_pair(task: tuple) -> PairScores:
+    """PSNR and SSIM of the input, the classical baselines and every model output of one pair
+    against its sharp image, the line-fidelity errors of the input and the model, and the tick
+    labels' reading errors of the input, the model and (when asked) the sharp image."""
+    blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp = task
+    methods = {
+        "input": blurred,
+        **baselines(blurred, meta["domain"], meta["params"], settings.baselines),
+    }
+    methods |= {name: image for name, image in outputs.items() if image is not None}
+    model = f"model_s{settings.steps}"
+    read = {"input": blurred, model: methods[model]} | ({"sharp": sharp} if read_sharp else {})
+    return PairScores(
+        {name: psnr(image, sharp, settings.metric) for name, image in methods.items()},
+        {name: ssim(image, sharp, settings.metric) for name, image in methods.items()},
+        {
+            "input": _figures(blurred, sharp, truth, shown),
+            model: _figures(methods[model], sharp, truth, shown),
+        },
+        _tick_errors(read, labels),
+    )
+
+
+def _one_thread() -> None:
+    """A scoring worker's start: it shares the cores with its siblings."""
+    torch.set_num_threads(1)
+
+
+def _map_in_one_thread(function: Callable, tasks: list) -> list:
+    """The builtin map with torch on one thread, as in a scoring worker: torch's FFT (in
+    Richardson-Lucy) rounds differently on 1 and 2 threads, which moves a cell mean in its last
+    digits, and the scores must not depend on the worker count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return [function(task) for task in tasks]
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextmanager
+def scoring_map(workers: int) -> Iterator[Callable]:
+    """An ordered map for scoring: forked workers when workers > 1, else one thread here.
+
+    Scoring (baselines, SSIM, reading the curve back) runs on one core while the model runs on
+    all of them, so a few scorers beside it shorten evaluate with the same scores
+    (benchmarks/scoring.py). The workers are forked when evaluate starts, before the model is
+    built, and results come back in task order.
+    """
+    if workers <= 1:
+        yield _map_in_one_thread
+        return
+    with get_context("fork").Pool(workers, initializer=_one_thread) as pool:
+        yield lambda function, tasks: pool.imap(function, tasks, chunksize=2)
+
+
+def _sharp_of(scores: Scores, image_id: str, sharp: np.ndarray, truth: ChartTruth | None):
+    """Where the sharp image shows the curve and its own figures, found once per image (the same
+    sharp image is in every cell)."""
+    if image_id not in scores.sharp_figures:
+        shown = shown_columns(sharp, truth, _offset(sharp, truth)) if truth else None
+        scores.sharp_shown[image_id] = shown
+        scores.sharp_figures[image_id] = _figures(sharp, sharp, truth, shown)
+    return scores.sharp_shown[image_id]
+
+
+def score_level(
+    pairs: list[tuple],
+    level: str,
+    outputs: dict[str, list],
+    params: Params,
+    scores: Scores,
+    truths: dict[str, ChartTruth],
+    scoring_map: Callable,
+    reading: bool,
+) -> None:
+    """Scores the input, the classical baselines and every model output of one level's pairs;
+    the line-fidelity errors for the input, the model and the sharp image itself (the floor of
+    reading the line back); and on the first eval.ocr.max_images pairs of each domain, the tick
+    labels' reading errors (`reading`: Tesseract is here; else recorded as not read)."""
+    tasks, ticks = [], []
+    chosen = set(first_per_domain([pair[2] for pair in pairs], params.eval.ocr.max_images))
+    asked = set()  # images whose sharp labels a task reads
+    for index, (blurred, sharp, meta) in enumerate(pairs):
+        image_id, truth = meta["image_id"], truths.get(meta["image_id"])
+        shown = _sharp_of(scores, image_id, sharp, truth)
+        own = {name: images[index] for name, images in outputs.items()}
+        labels = _labels_in(sharp, truth) if index in chosen else []
+        read_sharp = bool(labels) and image_id not in scores.sharp_ocr and image_id not in asked
+        if read_sharp:
+            asked.add(image_id)
+        read = labels if reading else []
+        tasks.append((blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp))
+        ticks.append(labels)
+    model = f"model_s{params.eval.steps}"
+    results = scoring_map(score_pair, tasks)
+    for task, labels, result in zip(tasks, ticks, results, strict=True):
+        blurred, sharp, meta, own = task[:4]
+        cell = scores.cell(meta["domain"], level)
+        for name, value in result.psnr.items():
+            cell.psnr[name].append(value)
+            cell.ssim[name].append(result.ssim[name])
+        figures = result.figures | {"sharp": scores.sharp_figures[meta["image_id"]]}
+        for name, by_figure in figures.items():
+            for figure, value in by_figure.items():
+                cell.chart[name][figure].append(value)
+        _record_ticks(cell, scores.sharp_ocr, meta, labels, result.ticks, model)
+        scores.showcase.setdefault((meta["domain"], level), (blurred, own[model], sharp))
+
+
+def _record_ticks(
+    cell: Cell, sharp_ocr: dict, meta: dict, labels: list, errors: dict, model: str
+) -> None:
+    """Adds one pair's tick-label errors to its cell, with its sharp image's (read by the first
+    pair that shows it). Labels not read (no Tesseract) count as (None, characters, labels)."""
+    if not labels:
+        return
+    if not errors:
+        drawn = sum(len(ocr.normalise(label.text)) for label in labels)
+        errors = {name: (None, drawn, len(labels)) for name in ("input", model, "sharp")}
+    if "sharp" in errors:
+        sharp_ocr[meta["image_id"]] = errors["sharp"]
+    errors = errors | {"sharp": sharp_ocr[meta["image_id"]]}
+    for name in ("input", model, "sharp"):
+        cell.ocr[name].append(errors[name])
+
+
+def _centre(image: np.ndarray, size: int) -> np.ndarray:
+    height, width = image.shape[:2]
+    top, left = max(0, (height - size) // 2), max(0, (width - size) // 2)
+    return image[top : top + size, left : left + size]
+
+
+def sweep_level(
+    pairs: list[tuple], level: str, restore: Callable, params: Params, swept: Scores
+) -> None:
+    """The first `eval.sweep.samples` test images of each domain, cut to one centred tile (so a
+    step count costs one batched model call): PSNR of the input, the classical baselines and the
+    model at every step count of the sweep, into the cells' psnr of `swept`."""
+    chosen = first_per_domain([meta for _, _, meta in pairs], params.eval.sweep.samples)
+    size = params.tiles.size
+    crops = [(_centre(pairs[i][0], size), _centre(pairs[i][1], size), pairs[i][2]) for i in chosen]
+    restored = {count: restore([c[0] for c in crops], count) for count in params.eval.sweep.steps}
+    for position, (blurred, sharp, meta) in enumerate(crops):
+        methods = {
+            "input": blurred,
+            **baselines(blurred, meta["domain"], meta["params"], params.eval.baselines),
+        }
+        methods |= {f"model_s{count}": images[position] for count, images in restored.items()}
+        cell = swept.cell(meta["domain"], level)
+        for name, image in methods.items():
+            cell.psnr[name].append(psnr(image, sharp, params.eval.metric))
