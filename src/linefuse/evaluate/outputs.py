@@ -85,7 +85,7 @@ def _by_method(pairs: dict, steps: int) -> dict | None:
 def headline(detail: dict, params: Params) -> dict:
     """metrics/eval.json's content (the module's docstring), every number from `detail`."""
     steps = params.eval.steps
-    out = {"steps": steps} | _split_headline(detail, steps)
+    out = _split_headline(detail, steps)  # the mean gain first: dvc exp show keeps this order
     if held := _split_headline(detail.get("held_out", {}), steps):
         out["held_out"] = held
     gains = detail.get(f"psnr_gain_s{steps}", {})
@@ -115,6 +115,7 @@ def headline(detail: dict, params: Params) -> dict:
         }
     if (seconds := detail["machine"].get(f"seconds_per_megapixel_s{steps}")) is not None:
         out["seconds_per_megapixel"] = seconds
+    out["steps"] = steps
     return out
 
 
