@@ -8,6 +8,7 @@ import pytest
 from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts import draw_chart
+from linefuse.data.labels import normalise
 from linefuse.evaluate import ocr
 from linefuse.params import load_params
 
@@ -20,7 +21,7 @@ def test_edit_distance_and_normalised_text():
     assert ocr.edit_distance("", "0.25") == 4  # nothing read: every character missed
     assert ocr.edit_distance("1.0", "10") == 1
     assert ocr.edit_distance("kitten", "sitting") == 3
-    assert ocr.normalise("\u22120.5 ") == "-0.5"  # matplotlib's minus sign
+    assert normalise("\u22120.5 ") == "-0.5"  # matplotlib's minus sign
 
 
 def test_a_missing_tesseract_is_named_with_its_fix(monkeypatch):
@@ -66,5 +67,5 @@ def test_each_image_is_read_apart_in_one_page():
     assert beside == [[""] * len(labels), alone]
     assert (
         ocr.label_errors([blank], labels)[0]
-        == (sum(len(ocr.normalise(label.text)) for label in labels),) * 2
+        == (sum(len(normalise(label.text)) for label in labels),) * 2
     )

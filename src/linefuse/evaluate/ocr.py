@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps
 
-# What tick labels hold; Tesseract reads nothing else. matplotlib draws U+2212 as its minus sign.
-WHITELIST = "0123456789.-+e"
-MINUS = str.maketrans({"\u2212": "-"})
+from linefuse.data.labels import ALPHABET, normalise
+
 LINE_PX = 80  # each label's crop is enlarged (LANCZOS) to this height
 MARGIN_PX = 2  # image pixels kept around a label's box: its anti-aliasing and the blur's spread
 GAP_PX = 24  # white rows between the lines of a page, and around it
@@ -30,7 +29,7 @@ GAP_PX = 24  # white rows between the lines of a page, and around it
 # and the reading Tesseract is surer of counts.
 GAMMAS = (2.5, 5.0)
 MAX_LINES = 240  # per page, so a page stays within Tesseract's image size
-CONFIG = f"--psm 6 -c tessedit_char_whitelist={WHITELIST}"
+CONFIG = f"--psm 6 -c tessedit_char_whitelist={ALPHABET}"  # Tesseract reads nothing else
 INSTALL_HINT = (
     "make tesseract (apt-get install tesseract-ocr), brew install tesseract, "
     "or conda install -c conda-forge tesseract"
@@ -54,11 +53,6 @@ def missing() -> str | None:
     if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
         return f"tesseract is not on PATH: install it with {INSTALL_HINT}"
     return None
-
-
-def normalise(text: str) -> str:
-    """A label's text as compared: matplotlib's minus as '-', no white space."""
-    return "".join(text.translate(MINUS).split())
 
 
 def edit_distance(read: str, truth: str) -> int:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from linefuse.data.labels import normalise
 from linefuse.evaluate import ocr
 from linefuse.evaluate.baselines import baselines
 from linefuse.evaluate.chart_metrics import chart_errors
@@ -244,7 +245,7 @@ def _record_ticks(
     if not labels:
         return
     if not errors:
-        drawn = sum(len(ocr.normalise(label.text)) for label in labels)
+        drawn = sum(len(normalise(label.text)) for label in labels)
         errors = {name: (None, drawn, len(labels)) for name in ("input", model, "sharp")}
     if "sharp" in errors:
         sharp_ocr[meta["image_id"]] = errors["sharp"]
