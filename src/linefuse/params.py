@@ -392,6 +392,7 @@ class LossWeights(Strict):
     charbonnier: Annotated[float, Field(ge=0.0)]
     # each sample weighs (mean |target| + floor) ** -balance: 0 = plain mean over the batch
     balance: Annotated[float, Field(ge=0.0, le=2.0)]
+    laplacian: Annotated[float, Field(ge=0.0)]  # the L1 of the error's Laplacian
 
     @model_validator(mode="after")
     def _some_weight(self) -> LossWeights:

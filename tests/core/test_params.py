@@ -289,7 +289,9 @@ MUTATIONS = [
     ("unknown reader", lambda p: p["loader"].update(reader="hdf5"), "loader.reader", "embeddings"),
     (
         "all loss weights zero",
-        lambda p: p["optim"].update(loss={"mse": 0, "l1": 0, "charbonnier": 0, "balance": 0}),
+        lambda p: p["optim"].update(
+            loss={"mse": 0, "l1": 0, "charbonnier": 0, "balance": 0, "laplacian": 0}
+        ),
         "optim.loss",
         "positive weight",
     ),

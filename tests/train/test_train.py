@@ -148,11 +148,11 @@ def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
     target = torch.cat([torch.full((1, 3, 8, 8), 0.02), torch.full((1, 3, 8, 8), 0.2)])
     prediction = torch.zeros_like(target)
     plain, terms = weighted_loss(
-        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=0)
+        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=0, laplacian=0)
     )
     assert float(plain) == pytest.approx(0.11) and terms["l1"] == pytest.approx(0.11)
     balanced, terms = weighted_loss(
-        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=1)
+        prediction, target, LossWeights(mse=0, l1=1, charbonnier=0, balance=1, laplacian=0)
     )
     weights = torch.tensor([1 / 0.03, 1 / 0.21])
     weights = weights / weights.mean()
@@ -160,6 +160,30 @@ def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
     contributions = weights * torch.tensor([0.02, 0.2])
     assert float(contributions[1] / contributions[0]) == pytest.approx(1.43, abs=0.01)  # was 10
     assert terms["l1"] == pytest.approx(0.11)  # the logs keep the plain mean
+
+
+def test_pixel_weights_and_the_laplacian_term_weigh_what_they_name():
+    """pixel_weights scale each pixel's error (the logs keep plain means); optim.loss.laplacian
+    ignores an error that is flat and counts one with an edge."""
+    from linefuse.params import LossWeights
+
+    plain_l1 = LossWeights(mse=0, l1=1, charbonnier=0, balance=0, laplacian=0)
+    target = torch.zeros(1, 3, 8, 8)
+    prediction = torch.zeros_like(target)
+    prediction[..., :2, :] = 0.5  # an error on the top quarter of the rows only
+    weights = torch.ones(1, 1, 8, 8)
+    weights[..., :2, :] = 3.0
+    unweighted, _ = weighted_loss(prediction, target, plain_l1)
+    weighted, terms = weighted_loss(prediction, target, plain_l1, pixel_weights=weights)
+    assert float(unweighted) == pytest.approx(0.125)
+    assert float(weighted) == pytest.approx(0.375) and terms["l1"] == pytest.approx(0.125)
+
+    with_edges = LossWeights(mse=0, l1=1, charbonnier=0, balance=0, laplacian=1)
+    flat, terms = weighted_loss(torch.full_like(target, 0.5), target, with_edges)
+    assert terms["laplacian"] == pytest.approx(0.0, abs=1e-6)
+    assert float(flat) == pytest.approx(0.5)
+    edged, terms = weighted_loss(prediction, target, with_edges)
+    assert terms["laplacian"] > 0.01 and float(edged) == pytest.approx(0.125 + terms["laplacian"])
 
 
 def test_step_draws_timesteps_in_range_and_identity_pairs_reproducibly():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import kornia
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
@@ -77,21 +78,34 @@ def _signal_to_noise_at_start(train_timesteps: int, beta_schedule: str) -> float
 
 
 def weighted_loss(
-    prediction: torch.Tensor, target: torch.Tensor, weights: LossWeights
+    prediction: torch.Tensor,
+    target: torch.Tensor,
+    weights: LossWeights,
+    pixel_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted sum of MSE, L1 and Charbonnier; returns the total and each term for the logs.
+    """Weighted sum of MSE, L1, Charbonnier and the Laplacian term; returns the total and each
+    term for the logs.
 
     With `weights.balance` > 0 each sample counts (mean |target| + BALANCE_FLOOR) ** -balance,
     normalised to a mean of 1 over the batch: a JPEG crop's residual is a tenth of a heavy blur's,
-    so in a plain mean the model learns to leave it alone. The logged terms stay plain means.
+    so in a plain mean the model learns to leave it alone. `pixel_weights` (B, 1, H, W), where
+    given, weighs each pixel's error within its sample (the tick labels' pixels up, say).
+    `weights.laplacian` adds the L1 of the error's Laplacian (NAF-DPM's and DocDiff's
+    high-frequency term): the edges of thin glyphs are where a blurry guess costs little L1 and
+    much legibility. The logged terms stay plain means.
     """
     error = prediction.float() - target.float()
-    per_sample = {
+    per_pixel = {
         "mse": error.square(),
         "l1": error.abs(),
         "charbonnier": torch.sqrt(error.square() + CHARBONNIER_EPS**2),
     }
-    per_sample = {name: value.flatten(1).mean(1) for name, value in per_sample.items()}
+    if weights.laplacian > 0:
+        per_pixel["laplacian"] = kornia.filters.laplacian(error, kernel_size=3).abs()
+    plain = {name: float(value.detach().mean()) for name, value in per_pixel.items()}
+    if pixel_weights is not None:
+        per_pixel = {name: value * pixel_weights for name, value in per_pixel.items()}
+    per_sample = {name: value.flatten(1).mean(1) for name, value in per_pixel.items()}
     sample_weights = torch.ones_like(per_sample["l1"])
     if weights.balance > 0:
         scale = target.detach().float().abs().flatten(1).mean(1) + BALANCE_FLOOR
@@ -102,7 +116,7 @@ def weighted_loss(
         for name, value in per_sample.items()
         if getattr(weights, name) > 0
     )
-    return total, {name: float(value.detach().mean()) for name, value in per_sample.items()}
+    return total, plain
 
 
 @torch.no_grad()
