@@ -461,12 +461,23 @@ class LightLevels(Strict):
     lowres: LowresLevel
 
 
+class TextLossParams(Strict):
+    """The base's text terms: the tick labels' pixels weigh more in the pixel loss, and a frozen
+    label reader's CTC loss on the restored labels joins it (NAF-DPM's recogniser loss)."""
+
+    reader: str  # a label reader LineFuse ships (linefuse/zoo) or a local folder of one
+    label_weight: Annotated[float, Field(ge=0.0)]
+    ctc: Annotated[float, Field(ge=0.0)]
+
+
 class BaseParams(Strict):
     """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
     linefuse/zoo/<name>, on charts drawn and degraded on the fly (linefuse.data.stream)."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     unet: str  # the architecture trained from scratch: tiny or a diffusers UNet config folder
+    init: str | None  # None: from scratch; else the UNet (shipped or a folder) training starts from
+    text: TextLossParams
     chart_seed: int
     charts: PositiveInt
     units_per_chart: PositiveInt
@@ -769,6 +780,16 @@ class Params(Strict):
                     f"{domain!r} is not in "
                     f"degrade.domains; accepts {', '.join(self.degrade.domains)}",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _ctc_reads_a_restoration(self) -> Params:
+        if self.base.text.ctc > 0 and self.model.prediction_type != "sample":
+            raise _KeyedError(
+                "base.text.ctc",
+                "reads the labels of the restoration the model predicts, which needs "
+                "model.prediction_type: sample; set base.text.ctc: 0 or predict samples",
+            )
         return self
 
     @model_validator(mode="after")

@@ -5,7 +5,9 @@ the base never trains on, drawn with base.chart_seed), whole, in every domain an
 as the shard stage degrades (degrade.seed). The trained families score as `test`, the held-out
 ones as `held_out`; the sharp charts themselves score as `sharp` (what a restoration must not
 harm). Each split's mean gain is the mean over the domain x level cells of each cell's mean, with
-a stratified bootstrap interval, as evaluate's headline.
+a stratified bootstrap interval, as evaluate's headline. Where Tesseract is installed, each
+split also gets the tick labels' character error rate per level, pooled over the domains, for
+the input, the model and the sharp chart (evaluate/ocr.py), all of one chart read in one go.
 """
 
 from __future__ import annotations
@@ -16,33 +18,39 @@ import numpy as np
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
+from linefuse.evaluate import ocr
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.params import Params
 from linefuse.serve.restorer import Restorer
 
 
-def scoring_charts(params: Params) -> list[tuple[str, str, np.ndarray]]:
-    """(chart id, split, sharp image) of the default charts the scores use."""
+def scoring_charts(params: Params) -> list[tuple[str, str, np.ndarray, list[ocr.Label]]]:
+    """(chart id, split, sharp image, tick labels) of the default charts the scores use."""
     charts = params.data.charts
     out = []
     for index in range(params.base.score_charts):
         image, _, sidecar = draw_chart(charts, index)
         split = "held_out" if sidecar["family"] in charts.held_out else "test"
-        out.append((f"chart_{index:05d}", split, image))
+        labels = [ocr.Label(label["text"], tuple(label["box"])) for label in sidecar["tick_labels"]]
+        out.append((f"chart_{index:05d}", split, image, labels))
     return out
 
 
 def score_base(params: Params, folder: Path, device: str, charts=None) -> dict:
-    """{test, held_out: {mean, low, high, samples, by_domain}, sharp: {mean, worst}} of the base
-    in `folder`, restoring in eval.steps DDIM steps on `device`."""
+    """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, cer}, sharp: {mean,
+    worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`; cer is
+    {level: {input, model, sharp}}, or None where Tesseract is missing."""
     charts = charts if charts is not None else scoring_charts(params)
     restorer = Restorer(params, None, device, base_dir=folder)
+    read = ocr.missing() is None
     cells: dict[str, dict[tuple[str, str], list[float]]] = {"test": {}, "held_out": {}}
+    errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []
-    for chart_id, split, sharp in charts:
-        restored = restorer.restore_image(sharp, params.eval.steps)
-        sharp_psnr.append(psnr(restored, sharp, params.eval.metric))
+    for chart_id, split, sharp, labels in charts:
+        restored_sharp = restorer.restore_image(sharp, params.eval.steps)
+        sharp_psnr.append(psnr(restored_sharp, sharp, params.eval.metric))
+        units = []
         for domain in params.degrade.domains:
             for level in params.degrade.levels:
                 rng = item_rng(params.degrade.seed, chart_id, domain, level)
@@ -52,9 +60,35 @@ def score_base(params: Params, folder: Path, device: str, charts=None) -> dict:
                     blurred, sharp, params.eval.metric
                 )
                 cells[split].setdefault((domain, level), []).append(gain)
+                units.append((level, blurred, restored))
+        if read and labels:
+            _add_label_errors(errors[split], units, sharp, labels)
     report = {split: _split_summary(params, split_cells) for split, split_cells in cells.items()}
+    for split, by_level in errors.items():
+        if report[split]:
+            report[split]["cer"] = _rates(by_level) if read else None
     report["sharp"] = {"mean": float(np.mean(sharp_psnr)), "worst": float(np.min(sharp_psnr))}
     return report
+
+
+def _add_label_errors(errors: dict, units: list, sharp: np.ndarray, labels: list) -> None:
+    """Adds one chart's (edits, characters) of the input, the model and the sharp chart to each
+    level's running sums in `errors` ({level: [[edits, chars] x input, model, sharp]})."""
+    images = [image for _, blurred, restored in units for image in (blurred, restored)]
+    found = ocr.label_errors([*images, sharp], labels)
+    for k, (level, _, _) in enumerate(units):
+        sums = errors.setdefault(level, np.zeros((3, 2)))
+        sums += np.array([found[2 * k], found[2 * k + 1], found[-1]])
+
+
+def _rates(errors: dict[str, np.ndarray]) -> dict:
+    return {
+        level: {
+            name: float(sums[k, 0] / max(sums[k, 1], 1))
+            for k, name in enumerate(("input", "model", "sharp"))
+        }
+        for level, sums in errors.items()
+    }
 
 
 def _split_summary(params: Params, cells: dict[tuple[str, str], list[float]]) -> dict:

@@ -25,21 +25,29 @@ from peft import set_peft_model_state_dict
 from safetensors.torch import load_file
 
 from linefuse import paths
+from linefuse.data.bank import BankCrops
 from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
-from linefuse.data.stream import ChartPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
+from linefuse.train.base_batches import (
+    TextTargets,
+    device_pairs,
+    label_pixel_weights,
+    step_generator,
+)
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import (
     clean_signal,
     noise_scheduler,
     noisy_and_target,
+    restored_from,
     start_noise,
     weighted_loss,
 )
 from linefuse.train.embed import EmbeddedPairs
+from linefuse.train.label_reader import LabelReader, ctc_loss
 from linefuse.train.model import (
     add_lora,
     build_unet,
@@ -79,8 +87,8 @@ class Job:
     metrics_path: Path
     log_dir: Path
     lora: bool
-    unet: str = ""  # the architecture a full training starts from (model.unet, base.unet)
-    charts_stream: bool = False  # reads charts drawn on the fly (the base) instead of the shards
+    unet: str = ""  # what a full training starts from (model.unet; base.init or base.unet)
+    charts_stream: bool = False  # reads the chart bank (the base) instead of the shards
     init_adapter: Path | None = None
     unfreeze_blocks: list[str] = field(default_factory=list)
     domain: str | None = None
@@ -115,7 +123,7 @@ def base_job(params: Params) -> Job:
         metrics_path=paths.train_metrics("base"),
         log_dir=paths.train_logs("base"),
         lora=False,
-        unet=params.base.unet,
+        unet=params.base.init or params.base.unet,
         charts_stream=True,
         settings=params.model_dump(include={"data", "degrade", "shards", "model", "optim", "base"}),
     )
@@ -192,7 +200,7 @@ def training_data(
             params.loader,
             params.optim.batch_size,
             params.optim.seed,
-            dataset=ChartPairs(params),
+            dataset=BankCrops(params),
             shuffle=False,
         )
         return stream, zero_prompt(job.unet), 3, []
@@ -362,6 +370,8 @@ def _open_session(params: Params, job: Job) -> _Session:
     start_step = _resume(job, accelerator, store)
     noise = noise_scheduler(params.model)
     trainer = Trainer(params, accelerator, noise, model, optimizer, schedule, trainable)
+    if job.charts_stream and params.base.text.ctc > 0:
+        trainer.reader = label_reader(params.base.text.reader, accelerator.device)
     staging_logs = store.logs_dir()
     return _Session(
         accelerator=accelerator,
@@ -452,14 +462,26 @@ def _micro_step(job: Job, session: _Session, tally: _Tally, batches, step: int, 
     """One micro-batch fetched (the wait timed, the input hashed), trained on and logged; a
     loss that is not finite stops the run with TrainingDiverged."""
     waited = time.perf_counter()
-    blurred, sharp, prompt_index = next(batches)
+    batch = next(batches)
     waited = time.perf_counter() - waited
     tally.wait_s += waited
+    labels = None
+    if job.charts_stream:  # sharp bank crops, degraded here on the training device
+        rank = session.accelerator.process_index
+        generator = step_generator(session.trainer.params, step, micro, rank)
+        blurred, sharp, labels = device_pairs(
+            session.trainer.params, batch, session.accelerator.device, generator
+        )
+        prompt_index = torch.zeros(len(blurred), dtype=torch.long)
+    else:
+        blurred, sharp, prompt_index = batch
     tally.seen.update(blurred.detach().float().cpu().numpy().tobytes())
     tally.samples += blurred.shape[0]
     prompts = session.prompt_table[prompt_index]
     try:
-        loss, terms = training_step(session.trainer, blurred, sharp, prompts, step, micro)
+        loss, terms = training_step(
+            session.trainer, blurred, sharp, prompts, step, micro, labels=labels
+        )
     except NonFiniteLoss as error:
         kept = session.store.latest()
         raise TrainingDiverged(
@@ -558,28 +580,30 @@ class Trainer:
     optimizer: torch.optim.Optimizer
     schedule: object  # the learning-rate schedule
     trainable: list[torch.nn.Parameter]
+    reader: LabelReader | None = None  # frozen; its CTC loss reads the restored tick labels
 
 
 def training_step(
-    trainer: Trainer, blurred, sharp, prompt_embeds, step: int, micro: int, phase=_untimed
+    trainer: Trainer,
+    blurred,
+    sharp,
+    prompt_embeds,
+    step: int,
+    micro: int,
+    phase=_untimed,
+    labels: TextTargets | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """One micro-batch: loss, backward, and (on the last micro-batch) the optimizer step.
     `phase(name)` wraps forward, backward and optimizer step (the profiler times them); raises
-    NonFiniteLoss before the backward pass of a loss that is not finite."""
+    NonFiniteLoss before the backward pass of a loss that is not finite. `labels`, where the
+    batch has them (the base's), add the text terms of params `base.text`."""
     params, accelerator, optimizer = trainer.params, trainer.accelerator, trainer.optimizer
     with accelerator.accumulate(trainer.model):
         with phase("forward"):
             rank = accelerator.process_index
-            loss, terms = step_loss(
-                params,
-                trainer.noise,
-                trainer.model,
-                blurred,
-                sharp,
-                prompt_embeds,
-                step,
-                micro,
-                rank,
+            draw = step_draw(params, blurred, sharp, step, micro, rank)
+            loss, terms = draw_loss(
+                params, trainer.noise, trainer.model, draw, prompt_embeds, labels, trainer.reader
             )
         if not torch.isfinite(loss):
             raise NonFiniteLoss(float(loss.detach()))
@@ -633,28 +657,44 @@ def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) 
     return StepDraw(condition, x0, noise, timesteps)
 
 
-def step_loss(
+def draw_loss(
     params: Params,
     scheduler,
     model,
-    blurred,
-    sharp,
+    draw: StepDraw,
     prompt_embeds,
-    step: int,
-    micro: int,
-    rank: int,
+    labels: TextTargets | None = None,
+    reader: LabelReader | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    draw = step_draw(params, blurred, sharp, step, micro, rank)
-    return draw_loss(params, scheduler, model, draw, prompt_embeds)
-
-
-def draw_loss(
-    params: Params, scheduler, model, draw: StepDraw, prompt_embeds
-) -> tuple[torch.Tensor, dict]:
-    """The model's weighted loss on one draw."""
+    """The model's weighted loss on one draw; with `labels`, the tick labels' pixels weigh
+    base.text.label_weight more and, with a `reader`, its CTC loss on the restored labels adds
+    base.text.ctc times itself."""
     noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
     prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
-    return weighted_loss(prediction, target, params.optim.loss)
+    text = params.base.text
+    weights = None
+    if labels is not None and text.label_weight > 0:
+        weights = label_pixel_weights(labels.mask, text.label_weight)
+    loss, terms = weighted_loss(prediction, target, params.optim.loss, weights)
+    if labels is not None and reader is not None and len(labels.boxes):
+        restored = restored_from(prediction.float(), draw.condition.float(), params.model)
+        ctc = ctc_loss(reader, restored, labels.boxes, labels.targets, labels.lengths)
+        loss = loss + text.ctc * ctc
+        terms["ctc"] = float(ctc.detach())
+    return loss, terms
+
+
+def label_reader(spec: str, device) -> LabelReader:
+    """The frozen label reader base.text.reader names (shipped, or a local folder)."""
+    folder = paths.unet_folder(spec)
+    if not (folder / "config.json").is_file():
+        raise UserError(
+            f"base.text.reader: {spec} is neither a shipped label reader nor a folder with "
+            f"config.json; run `linefuse label-reader` or set base.text.ctc: 0"
+        )
+    reader = LabelReader.from_pretrained(str(folder)).to(device).eval()
+    reader.requires_grad_(False)
+    return reader
 
 
 @torch.no_grad()

@@ -1,0 +1,66 @@
+"""The base's batches: sharp bank crops degraded on the training device, with their tick labels.
+
+A loader batch of `linefuse.data.bank.BankCrops` holds sharp uint8 crops and what the sidecar
+says of their tick labels. On the device each crop draws its (domain, level) and is degraded by
+`degrade_torch`, from a generator seeded by (optim.seed, step, micro-batch, rank): a resumed or
+re-run step degrades alike, whatever the loader workers did. The labels become what the loss
+reads: a pixel weight over their boxes and the (box, text) pairs the label reader's CTC loss
+scores the restoration on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from linefuse.data.degrade_torch import degrade_batch, draw_units
+from linefuse.params import Params
+
+
+@dataclass
+class TextTargets:
+    """A batch's tick labels: `mask` (B, 1, H, W) is 1 on their pixels; `boxes` (N, 5) holds
+    (sample, left, top, right, bottom) of each readable label, `targets` (N, T) and `lengths`
+    (N,) its CTC encoding (data/labels.encode)."""
+
+    mask: Tensor
+    boxes: Tensor
+    targets: Tensor
+    lengths: Tensor
+
+
+def step_generator(params: Params, step: int, micro: int, rank: int) -> torch.Generator:
+    """The CPU generator of one micro-batch's degradations, from a hash of its coordinates."""
+    key = json.dumps(["degrade", params.optim.seed, step, micro, rank]).encode()
+    return torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
+
+
+def device_pairs(
+    params: Params, batch, device: torch.device, generator: torch.Generator
+) -> tuple[Tensor, Tensor, TextTargets]:
+    """(blurred, sharp, labels) of a BankCrops batch, in [-1, 1] on `device`."""
+    sharp_uint8, mask, boxes, targets, lengths = (part.to(device) for part in batch)
+    sharp = sharp_uint8.float() / 255.0
+    base = params.base
+    units = draw_units(len(sharp), params.degrade, base.light, base.light_fraction, generator)
+    blurred = degrade_batch(sharp, units, generator)
+    present = lengths > 0
+    sample = present.nonzero()[:, 0].to(boxes.dtype)
+    labels = TextTargets(
+        mask=mask.float(),
+        boxes=torch.cat([sample[:, None], boxes[present]], dim=1),
+        targets=targets[present],
+        lengths=lengths[present],
+    )
+    return blurred * 2 - 1, sharp * 2 - 1, labels
+
+
+def label_pixel_weights(mask: Tensor, label_weight: float) -> Tensor:
+    """1 off the labels and 1 + label_weight on them, scaled to a mean of 1 in each sample: the
+    weight moves the loss onto the labels without changing its scale."""
+    weights = 1.0 + label_weight * mask
+    return weights / weights.mean(dim=(1, 2, 3), keepdim=True)
