@@ -27,6 +27,7 @@ from linefuse.data.charts import (
     render_plan,
 )
 from linefuse.data.images import find_images
+from linefuse.data.stream import base_chart_params
 from linefuse.evaluate.curves import _furniture_mask, read_truth
 from linefuse.params import ChartParams, ParamsError, load_params, parse_params
 
@@ -285,11 +286,31 @@ def test_plot_box_is_the_drawn_axes():
         assert green[int(np.ceil(top)) : int(bottom), int(np.ceil(left)) : int(right)].all()
 
 
+def _labels_are_where_the_sidecar_says(plan, image: np.ndarray, sidecar: dict) -> None:
+    """Every tick label's box lies inside the image; drawn again with the labels transparent (the
+    layout unchanged), the pixels that differ lie in those boxes, and every box holds some."""
+    labels = sidecar["tick_labels"]
+    for label in labels:
+        left, top, right, bottom = label["box"]
+        assert 0 <= left < right <= sidecar["width"], label
+        assert 0 <= top < bottom <= sidecar["height"], label
+    hidden = {"xtick.labelcolor": "none", "ytick.labelcolor": "none"}
+    bare, again = render_plan(dataclasses.replace(plan, extra=hidden))
+    assert again["plot_box"] == sidecar["plot_box"]  # the same layout
+    assert again.get("panels") == sidecar.get("panels")
+    drawn = (image != bare).any(axis=2)
+    inside = np.zeros_like(drawn)
+    for label in labels:
+        left, top, right, bottom = label["box"]
+        box = (slice(math.floor(top), math.ceil(bottom)), slice(math.floor(left), math.ceil(right)))
+        assert drawn[box].any(), label
+        inside[box] = True
+    assert not (drawn & ~inside).any(), np.argwhere(drawn & ~inside)[:5]
+
+
 def test_sidecar_names_each_tick_label_as_drawn():
     """Each chart's sidecar lists its major tick labels on both axes: the text matplotlib drew
-    (a number within the axis' limits) and a box inside the image. Drawn again with the labels
-    transparent (the layout unchanged), the pixels that differ lie in those boxes, and every box
-    holds some of them."""
+    (a number within the axis' limits) and a box inside the image that holds what it drew."""
     cfg = charts()
     for index in range(6):
         plan = plan_chart(cfg, index)
@@ -300,23 +321,45 @@ def test_sidecar_names_each_tick_label_as_drawn():
             value = float(label["text"].replace("\u2212", "-"))
             low, high = sorted(sidecar["xlim" if label["axis"] == "x" else "ylim"])
             assert low - 1e-9 <= value <= high + 1e-9, (index, label)
-            left, top, right, bottom = label["box"]
-            assert 0 <= left < right <= sidecar["width"], (index, label)
-            assert 0 <= top < bottom <= sidecar["height"], (index, label)
-        hidden = {"xtick.labelcolor": "none", "ytick.labelcolor": "none"}
-        bare, again = render_plan(dataclasses.replace(plan, extra=hidden))
-        assert again["plot_box"] == sidecar["plot_box"]  # the same layout
-        drawn = (image != bare).any(axis=2)
-        inside = np.zeros_like(drawn)
-        for label in labels:
-            left, top, right, bottom = label["box"]
-            box = (
-                slice(math.floor(top), math.ceil(bottom)),
-                slice(math.floor(left), math.ceil(right)),
-            )
-            assert drawn[box].any(), (index, label)
-            inside[box] = True
-        assert not (drawn & ~inside).any(), (index, np.argwhere(drawn & ~inside)[:5])
+        _labels_are_where_the_sidecar_says(plan, image, sidecar)
+
+
+def _beside(label: dict, box: list[float]) -> bool:
+    """Whether a tick label is one of the panel `box`'s: an x label just below it, a y label
+    just left of it (within 25 px, the tick and its padding)."""
+    left, top, right, bottom = box
+    x0, y0, x1, y1 = label["box"]
+    if label["axis"] == "x":
+        return left - 1 <= (x0 + x1) / 2 <= right + 1 and 0 <= y0 - bottom < 25
+    return top - 1 <= (y0 + y1) / 2 <= bottom + 1 and 0 <= left - x1 < 25
+
+
+def test_every_panel_of_a_multi_panel_chart_has_its_tick_labels():
+    """Several panels (with the base's backgrounds and grid styles): `panels` holds each panel's
+    plot box, the first being plot_box, side by side without overlap; tick_labels lists the
+    labels of every panel (each panel's box has labels left of and below it), each where the
+    sidecar says."""
+    cfg = charts(
+        multi_panel_prob=1.0, background_prob=0.5, grid_style_prob=0.5, width_in=[4.0, 5.0]
+    )
+    layouts = set()
+    for index in range(4):
+        plan = plan_chart(cfg, index)
+        image, sidecar = render_plan(plan)
+        layouts.add(plan.layout)
+        boxes = sidecar["panels"]
+        assert len(boxes) == plan.layout[0] * plan.layout[1] == 1 + len(plan.panels) > 1
+        assert boxes[0] == sidecar["plot_box"]
+        for k, (left, top, right, bottom) in enumerate(boxes):
+            assert 0 <= left < right <= sidecar["width"] and 0 <= top < bottom <= sidecar["height"]
+            for other in boxes[k + 1 :]:
+                assert (
+                    other[0] >= right or other[2] <= left or other[1] >= bottom or other[3] <= top
+                )
+            mine = {label["axis"] for label in sidecar["tick_labels"] if _beside(label, boxes[k])}
+            assert mine == {"x", "y"}, (index, k)
+        _labels_are_where_the_sidecar_says(plan, image, sidecar)
+    assert len(layouts) >= 2
 
 
 def test_furniture_covers_what_the_grid_and_legend_draw(tmp_path):
@@ -480,3 +523,77 @@ def test_crop_is_checked_against_the_smallest_chart():
     raw["shards"]["crop"] = smallest + 1
     with pytest.raises(ParamsError, match=f"shards.crop: .* accepts at most {smallest}$"):
         parse_params(raw)
+
+
+def base_charts() -> ChartParams:
+    return base_chart_params(load_params(ROOT / "params.yaml"))
+
+
+def test_base_charts_cover_what_users_draw():
+    """40 of the base's charts (planned, not drawn) span the wider ranges of base.chart_overrides,
+    and none is from a held-out family or style sheet."""
+    cfg, default = base_charts(), charts()
+    plans = [plan_chart(cfg, index) for index in range(40)]
+    dpis = [p.dpi for p in plans]
+    assert min(dpis) < 80 and max(dpis) > 160
+    long_sides = [max(p.width, p.height) for p in plans]
+    assert max(long_sides) <= cfg.max_px == 1024 and sum(side >= 900 for side in long_sides) >= 3
+    assert min(long_sides) < 360  # small figures still
+    assert sum(p.layout != (1, 1) for p in plans) >= 6
+    assert {p.layout for p in plans} >= {(1, 1), (2, 2)} and len({p.layout for p in plans}) >= 4
+    assert len({p.font for p in plans}) > len(default.fonts)
+    assert min(p.font_pt for p in plans) < default.font_pt[0]
+    assert max(p.font_pt for p in plans) > default.font_pt[1] + 2
+    assert max(p.line_width_pt for p in plans) > default.line_width_pt[1] + 0.5
+    assert sum(p.background is not None for p in plans) >= 6
+    assert sum(p.grid is not None for p in plans) >= 6
+    marked = {s.marker for p in plans for s in p.series if s.marker}
+    assert marked - set(default.markers)
+    held = {style for name in default.held_out for style in default.families[name]}
+    assert not held & {p.style for p in plans} and not set(default.held_out) & set(cfg.families)
+    # a planned background is what the figure shows: its corner is no longer white
+    p = next(p for p in plans if p.background is not None and p.background.figure is not None)
+    image, _ = render_plan(p)
+    assert tuple(image[0, 0]) != (255, 255, 255)
+
+
+def test_a_big_multi_panel_chart_draws_whole():
+    """The largest chart the base draws: 4 panels at the top dpi, capped at max_px on the long
+    side, with every panel's tick labels."""
+    cfg = base_charts().model_copy(
+        update={
+            "multi_panel_prob": 1.0,
+            "panels": (4, 4),
+            "width_in": (7.0, 7.0),
+            "dpi": (200, 200),
+        }
+    )
+    image, table, sidecar = draw_chart(cfg, 0)
+    assert max(image.shape[:2]) == 1024 and sidecar["dpi"] < 200
+    assert len(sidecar["panels"]) == 4 and table.shape[0] == cfg.points
+    for box in sidecar["panels"]:
+        assert {label["axis"] for label in sidecar["tick_labels"] if _beside(label, box)} == {
+            "x",
+            "y",
+        }
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ({"dpi": [200, 60]}, "base.chart_overrides.dpi: range [200, 60] is empty"),
+        ({"fonts": ["Arial"]}, "base.chart_overrides.fonts: 'Arial' is not a font shipped"),
+        ({"black_prob": 0.9}, "base.chart_overrides.black_prob: black_prob + colormap_prob"),
+        ({"dpis": [60, 200]}, "base.chart_overrides.dpis: is not a data.charts key; accepts"),
+        ({"seed": 3}, "base.chart_overrides.seed: is fixed for the base"),
+        ({"families": {"all": ["fivethirtyeight"]}}, "base.chart_overrides.families: is fixed"),
+        ({"height_in": [0.5, 1.0]}, "base.crop: 64 px is larger than the smallest chart (30 px)"),
+    ],
+)
+def test_bad_base_chart_overrides_name_their_key(override, says):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["base"]["chart_overrides"] |= override
+    with pytest.raises(ParamsError) as error:
+        parse_params(raw, "params.yaml")
+    message = str(error.value)
+    assert message.startswith(f"params.yaml: {says}") and "\n" not in message, message
