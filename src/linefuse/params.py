@@ -10,6 +10,7 @@ it accepts; the CLI prints that line instead of a traceback.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -91,14 +92,30 @@ def chart_pixels(inches: float, dpi: float) -> int:
     return max(1, round(inches * dpi))
 
 
+LAST_RESORT_FONT = "Last Resort High-Efficiency"  # matplotlib's fallback: a box for any character
+
+
+@lru_cache
 def _bundled_fonts() -> list[str]:
-    """Font families shipped inside matplotlib: the same glyphs on every machine."""
+    """Font families shipped inside matplotlib (the same glyphs on every machine) that draw a
+    tick label's every character: digits, point and matplotlib's minus sign (U+2212, which the
+    Computer Modern faces lack)."""
     import matplotlib
     from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
 
     data = Path(matplotlib.get_data_path()).resolve()
     fonts = font_manager.fontManager.ttflist
-    return sorted({f.name for f in fonts if data in Path(f.fname).resolve().parents})
+    needed = {ord(c) for c in "0123456789.\u2212"}
+    return sorted(
+        {
+            f.name
+            for f in fonts
+            if data in Path(f.fname).resolve().parents
+            and f.name != LAST_RESORT_FONT
+            and needed <= set(FT2Font(f.fname).get_charmap())
+        }
+    )
 
 
 class ChartParams(Strict):
@@ -179,8 +196,9 @@ class ChartParams(Strict):
         for font in fonts:
             if font not in bundled:
                 raise ValueError(
-                    f"{font!r} is not a font shipped with matplotlib (other fonts differ between "
-                    f"machines, and so would the PNGs); accepts {', '.join(bundled)}"
+                    f"{font!r} is not a font shipped with matplotlib that draws tick labels "
+                    f"(other fonts differ between machines, and so would the PNGs); accepts "
+                    f"{', '.join(bundled)}"
                 )
         return fonts
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -441,7 +442,7 @@ def test_fonts_are_matplotlibs_own_copies():
     import matplotlib
 
     data = Path(matplotlib.get_data_path()).resolve()
-    for font in charts().fonts:
+    for font in {*charts().fonts, *base_charts().fonts}:
         assert data in Path(_bundled_file(font)).resolve().parents
 
 
@@ -504,6 +505,12 @@ def _error(mutate) -> str:
             "DejaVu Sans",
         ),
         (
+            lambda c: c.update(fonts=["cmr10"]),
+            "params.yaml: data.charts.fonts: 'cmr10' is not a font shipped with matplotlib that "
+            "draws tick labels",
+            "DejaVu Sans Mono",
+        ),
+        (
             lambda c: c.update(dpi=[100, 72]),
             "params.yaml: data.charts.dpi: range [100, 72] is empty",
             "low <= high",
@@ -558,24 +565,19 @@ def test_base_charts_cover_what_users_draw():
 
 
 def test_a_big_multi_panel_chart_draws_whole():
-    """The largest chart the base draws: 4 panels at the top dpi, capped at max_px on the long
-    side, with every panel's tick labels."""
+    """The largest chart the base draws: 4 panels on its widest figure at a high dpi, lowered
+    to fit max_px on the long side, with every panel's tick labels."""
     cfg = base_charts().model_copy(
-        update={
-            "multi_panel_prob": 1.0,
-            "panels": (4, 4),
-            "width_in": (7.0, 7.0),
-            "dpi": (200, 200),
-        }
+        update={"multi_panel_prob": 1.0, "panels": (4, 4), "width_in": (7.0, 7.0)}
     )
-    image, table, sidecar = draw_chart(cfg, 0)
-    assert max(image.shape[:2]) == 1024 and sidecar["dpi"] < 200
-    assert len(sidecar["panels"]) == 4 and table.shape[0] == cfg.points
+    # the first chart whose dpi max_px lowered (most are: a 2 x 2 grid here is 9.9 in wide)
+    plan = next(p for p in map(partial(plan_chart, cfg), range(20)) if p.width == cfg.max_px)
+    image, sidecar = render_plan(plan)
+    assert image.shape == (plan.height, 1024, 3) and sidecar["dpi"] < 1024 / 9.8
+    assert len(sidecar["panels"]) == 4 and plan.layout == (2, 2)
     for box in sidecar["panels"]:
-        assert {label["axis"] for label in sidecar["tick_labels"] if _beside(label, box)} == {
-            "x",
-            "y",
-        }
+        axes = {label["axis"] for label in sidecar["tick_labels"] if _beside(label, box)}
+        assert axes == {"x", "y"}, box
 
 
 @pytest.mark.parametrize(

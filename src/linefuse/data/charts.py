@@ -3,7 +3,9 @@
 Each chart is a table (CSV: the wavelength grid and every plotted series, the ground truth), its
 rendering (PNG, the sharp target that later stages degrade) and a sidecar (JSON: the style family
 and style sheet, the pixel size, the plot box and axis limits that map any pixel to data, and each
-tick label's text and box).
+tick label's text and box). A figure of several panels (data/chart_style.py) keeps the table,
+plot box, limits, series and furniture of its first panel, lists every panel's tick labels and
+adds `panels`, each panel's plot box.
 
 Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
 for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
