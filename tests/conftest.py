@@ -66,6 +66,8 @@ def tiny_params() -> dict:
         annotate_prob=0.0,
         labels_prob=0.0,
     )
+    # the base's streams draw these tiny charts too, not its wide ranges (figures up to 1024 px)
+    params["base"]["chart_overrides"] = {}
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
     params["tiles"]["size"] = 128  # the tests' uploads and charts are cut into tiles
     params["eval"]["ocr"]["max_images"] = 2  # labels read on 2 images a cell: less time

@@ -10,6 +10,7 @@ it accepts; the CLI prints that line instead of a traceback.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -81,19 +82,40 @@ def _range(kind: type, low: float | None = None, high: float | None = None):
 # --- data -------------------------------------------------------------------------------------
 
 
+# data.charts keys the base's overrides may not change: its seed is base.chart_seed, and it
+# never draws a held-out family's style sheet
+BASE_FIXED_CHART_KEYS = ("count", "seed", "families", "held_out", "held_out_fraction")
+
+
 def chart_pixels(inches: float, dpi: float) -> int:
     """A generated chart's side in pixels: the renderer and the crop check both round this way."""
     return max(1, round(inches * dpi))
 
 
+LAST_RESORT_FONT = "Last Resort High-Efficiency"  # matplotlib's fallback: a box for any character
+
+
+@lru_cache
 def _bundled_fonts() -> list[str]:
-    """Font families shipped inside matplotlib: the same glyphs on every machine."""
+    """Font families shipped inside matplotlib (the same glyphs on every machine) that draw a
+    tick label's every character: digits, point and matplotlib's minus sign (U+2212, which the
+    Computer Modern faces lack)."""
     import matplotlib
     from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
 
     data = Path(matplotlib.get_data_path()).resolve()
     fonts = font_manager.fontManager.ttflist
-    return sorted({f.name for f in fonts if data in Path(f.fname).resolve().parents})
+    needed = {ord(c) for c in "0123456789.\u2212"}
+    return sorted(
+        {
+            f.name
+            for f in fonts
+            if data in Path(f.fname).resolve().parents
+            and f.name != LAST_RESORT_FONT
+            and needed <= set(FT2Font(f.fname).get_charmap())
+        }
+    )
 
 
 class ChartParams(Strict):
@@ -113,9 +135,13 @@ class ChartParams(Strict):
     width_in: _range(float, 0.5, 40.0)
     height_in: _range(float, 0.5, 40.0)
     dpi: _range(int, 36, 600)
+    max_px: Annotated[int, Field(ge=64, le=8192)]  # a longer side is drawn at a lower dpi
+    multi_panel_prob: Probability
+    panels: _range(int, 2, 4)  # of a multi-panel figure
     font_pt: _range(float, 3.0, 30.0)
     line_width_pt: _range(float, 0.1, 10.0)
     series: _range(int, 1, 4)
+    markers: list[str]
     marker_prob: Probability
     dash_prob: Probability
     black_prob: Probability
@@ -130,6 +156,8 @@ class ChartParams(Strict):
     legend_prob: Probability
     annotate_prob: Probability
     tint_prob: Probability
+    background_prob: Probability
+    grid_style_prob: Probability
 
     @field_validator("families")
     @classmethod
@@ -168,10 +196,26 @@ class ChartParams(Strict):
         for font in fonts:
             if font not in bundled:
                 raise ValueError(
-                    f"{font!r} is not a font shipped with matplotlib (other fonts differ between "
-                    f"machines, and so would the PNGs); accepts {', '.join(bundled)}"
+                    f"{font!r} is not a font shipped with matplotlib that draws tick labels "
+                    f"(other fonts differ between machines, and so would the PNGs); accepts "
+                    f"{', '.join(bundled)}"
                 )
         return fonts
+
+    @field_validator("markers")
+    @classmethod
+    def _known_markers(cls, markers: list[str]) -> list[str]:
+        from matplotlib.lines import Line2D
+
+        accepted = [
+            m for m in Line2D.markers if isinstance(m, str) and m.strip() and m.lower() != "none"
+        ]
+        if not markers:
+            raise ValueError(f"needs at least one marker; accepts {' '.join(accepted)}")
+        for marker in markers:
+            if marker not in accepted:
+                raise ValueError(f"unknown marker {marker!r}; accepts {' '.join(accepted)}")
+        return markers
 
     @model_validator(mode="after")
     def _held_out_families(self) -> ChartParams:
@@ -204,6 +248,30 @@ class ChartParams(Strict):
             chart_pixels(self.width_in[0], self.dpi[0]),
             chart_pixels(self.height_in[0], self.dpi[0]),
         )
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ChartParams:
+        """These params with `overrides` (base.chart_overrides: some of these keys) merged in and
+        validated again; a bad override is an error naming base.chart_overrides.KEY."""
+        accepted = [key for key in type(self).model_fields if key not in BASE_FIXED_CHART_KEYS]
+        for key in overrides:
+            if key in BASE_FIXED_CHART_KEYS:
+                raise _KeyedError(
+                    f"base.chart_overrides.{key}",
+                    "is fixed for the base (its seed is base.chart_seed, its families those of "
+                    f"data.charts not held out); accepts {', '.join(accepted)}",
+                )
+            if key not in accepted:
+                raise _KeyedError(
+                    f"base.chart_overrides.{key}",
+                    f"is not a data.charts key; accepts {', '.join(accepted)}",
+                )
+        try:
+            return type(self).model_validate(self.model_dump() | overrides)
+        except ValidationError as error:
+            key, message = _key_and_message(error)
+            raise _KeyedError(
+                f"base.chart_overrides.{key.removeprefix('data.charts.')}", message
+            ) from None
 
 
 class SplitRatios(Strict):
@@ -479,6 +547,7 @@ class BaseParams(Strict):
     init: str | None  # None: from scratch; else the UNet (shipped or a folder) training starts from
     text: TextLossParams
     chart_seed: int
+    chart_overrides: dict[str, Any]  # data.charts keys, the base's wider ranges
     charts: PositiveInt
     units_per_chart: PositiveInt
     crops_per_unit: PositiveInt
@@ -832,7 +901,7 @@ class Params(Strict):
                 f"{self.base.chart_seed} is data.charts.seed: the base would train on the "
                 "default test charts; give it another seed",
             )
-        smallest = min(self.data.charts.smallest_chart())
+        smallest = min(self.data.charts.with_overrides(self.base.chart_overrides).smallest_chart())
         if self.base.crop > smallest:
             raise _KeyedError(
                 "base.crop",
@@ -866,6 +935,12 @@ class _KeyedError(ValueError):
 
 
 def _one_line(error: ValidationError, source: str) -> str:
+    key, message = _key_and_message(error)
+    return f"{source}: {key or '<top level>'}: {message}"
+
+
+def _key_and_message(error: ValidationError) -> tuple[str, str]:
+    """The dotted key of a validation error's first failure and what it accepts."""
     first = error.errors()[0]
     key = ".".join(str(part) for part in first["loc"])
     message = first["msg"]
@@ -883,7 +958,7 @@ def _one_line(error: ValidationError, source: str) -> str:
         message = message.removeprefix("Value error, ")
         if "input" in first and first["type"] not in ("value_error",):
             message += f" (got {first['input']!r})"
-    return f"{source}: {key or '<top level>'}: {message}"
+    return key, message
 
 
 def parse_params(raw: Any, source: str = str(PARAMS)) -> Params:

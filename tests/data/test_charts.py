@@ -4,9 +4,11 @@ pixel to data exactly, varied in style, with a fixed share of held-out style fam
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,7 @@ from linefuse.data.charts import (
     render_plan,
 )
 from linefuse.data.images import find_images
+from linefuse.data.stream import base_chart_params
 from linefuse.evaluate.curves import _furniture_mask, read_truth
 from linefuse.params import ChartParams, ParamsError, load_params, parse_params
 
@@ -81,6 +84,54 @@ def test_two_runs_are_byte_identical(tmp_path):
     a, b = files(tmp_path / "a"), files(tmp_path / "b")
     assert sorted(a) == [f"chart_{i:05d}.{ext}" for i in range(4) for ext in ("csv", "json", "png")]
     assert a == b
+
+
+# sha256 of what `generate` writes for the first 12 charts of params.yaml's data.charts: the
+# default data as of commit 13c4bec. A new chart knob, off in data.charts, must leave it unchanged.
+DEFAULT_DATA_SHA256 = {
+    "chart_00000.csv": "bafec1ca743e216de233c262a3040e5ab66711de2d47a94c97c42c7964c1180c",
+    "chart_00000.json": "7634d4213f259681dd71fea2741f1a9d2b34f884e029d13d32e858cec537fa76",
+    "chart_00000.png": "8cab45f5f3abd1a31c1aa293d4dff9dd2f399c95a296fc8f31be4d140cfcdfdb",
+    "chart_00001.csv": "89b051f65c8b170118ce8ef2fcb894c256a00c92fe0751e0b41b7bb659e7e363",
+    "chart_00001.json": "1db8f29b682a9b1651a82e997f5109ebab0b977a72937b430293f7f71d28272f",
+    "chart_00001.png": "fdb50328050b201651607de8f65f653fdfb1c00c9a2ca28ccc282acd23beadca",
+    "chart_00002.csv": "15d4e73db32d162a55eae2268bb1eb0b1b40c3529fd1b48c1c916f7e0fe607b1",
+    "chart_00002.json": "05ad444cb4715dd1c38353f081b969dc0e7a9249cbf7673db928e26a11a1f997",
+    "chart_00002.png": "37451f345d5cf3a92355a0e11ccd647783b358500f86ca4d2b2978d4bba8e08f",
+    "chart_00003.csv": "f9cb5a71d552b7ad11f3a08e45c710cad2773563f65092b335f30f742ddad235",
+    "chart_00003.json": "ba550f33f4257e1f271992b7aeee955ab5b9b7e363dc0edf95c6b9579fe60840",
+    "chart_00003.png": "f785cb6f0acde7bfec1b3ce8b17f76cddfab102444f5e693a13f857bea8d3a62",
+    "chart_00004.csv": "e75d069eadfef7ef13ad82e9e9bee13874a2105138a38e787d3f91862f9667c3",
+    "chart_00004.json": "c2bd8710990802188e09f964e45033d1cd6edc910e506c2f3102c004b14f976a",
+    "chart_00004.png": "1ebdd097b60c176cbdd601a8c0c5893158209e25c35b6efc8123b5c604218720",
+    "chart_00005.csv": "a33e0556858306d911922dd9c319d418422ef79de2645de28a035c118b1cc910",
+    "chart_00005.json": "9e95c1065b03f830d40a615fbc74e7b3bc4b1fc2542a234f69232eca805fe452",
+    "chart_00005.png": "50895c202e95c055a3a231423a16ab5964710408a37cdd024c46ef13215b7468",
+    "chart_00006.csv": "10415016247b52b87148a3e75bef744e9c96de7c4e5dd5809e4778a217dd2d32",
+    "chart_00006.json": "1c3531e2049f905ec4c4faa50c26d58c60dbef931707bf297e29f28062ff3451",
+    "chart_00006.png": "b9bb923a91997432ddbda6bea2c366c5ecddb5b935b1aa0e47a7e10d9f284427",
+    "chart_00007.csv": "7f0c7fe68496c1d59081f819a424fddaef4bb36420a7fa27f6beacdcd3c3523e",
+    "chart_00007.json": "21f0785bf4e06fa657c8e19ffd5b44c8cb929a169256ff6d5acfc454e74b896d",
+    "chart_00007.png": "cbb90c1470e007dc1a0f3377514944d2a8a923d12d7043093d78bcc9d1dc4cd9",
+    "chart_00008.csv": "3cec3807441a41381e5ad49bd165228ea7f12e5419f77e357975db738f8de8b0",
+    "chart_00008.json": "1f3c46671953c3fc219cb6576603123dd43fac0dedac36e172ef2f0b623d6e07",
+    "chart_00008.png": "8441de78777ed8ac7bf244d94acae5ac9b303914b3812ce73eb090ff5be7aa94",
+    "chart_00009.csv": "aa463e875542d10e59e27a89d212440e00e2c6a976dd16b9f25dda26e53c347b",
+    "chart_00009.json": "54a002f4493919039dd96e612099dac283a8009fd824822b30feb7a6b966e305",
+    "chart_00009.png": "91fa9d30c5d661e1f48ed6fa1294d7fd36f5611068542798a1b23bb8e8cdd5f3",
+    "chart_00010.csv": "f6ec56428fbc0b39652cce79c3e9b1559c6264cce710fdde80e2db24b76b466e",
+    "chart_00010.json": "e5afb44e17857d0ad4896e0ae3c6dd4ba8150f7bb23d59ff24d6c2eb467df618",
+    "chart_00010.png": "776e426e794e44bab1bf2f285d7c740ba998da33b870695f8711d54841630b71",
+    "chart_00011.csv": "aae43bb3170d28911365b883188ce655b72cbcefa8c9a88cc3f78e9cb5cb4280",
+    "chart_00011.json": "e51c234a6bbe6a87d0d8254abdc198a06f502310ed180958a230b2926392b7e9",
+    "chart_00011.png": "c2c9b501fc0c767738c2bdf66f762ae6ea04a3f25cc50a6dfb63311331945c0d",
+}
+
+
+def test_default_data_is_unchanged(tmp_path):
+    generate(charts(count=12), tmp_path)
+    written = {name: hashlib.sha256(data).hexdigest() for name, data in files(tmp_path).items()}
+    assert written == DEFAULT_DATA_SHA256
 
 
 def test_worker_count_does_not_change_output(tmp_path):
@@ -236,11 +287,31 @@ def test_plot_box_is_the_drawn_axes():
         assert green[int(np.ceil(top)) : int(bottom), int(np.ceil(left)) : int(right)].all()
 
 
+def _labels_are_where_the_sidecar_says(plan, image: np.ndarray, sidecar: dict) -> None:
+    """Every tick label's box lies inside the image; drawn again with the labels transparent (the
+    layout unchanged), the pixels that differ lie in those boxes, and every box holds some."""
+    labels = sidecar["tick_labels"]
+    for label in labels:
+        left, top, right, bottom = label["box"]
+        assert 0 <= left < right <= sidecar["width"], label
+        assert 0 <= top < bottom <= sidecar["height"], label
+    hidden = {"xtick.labelcolor": "none", "ytick.labelcolor": "none"}
+    bare, again = render_plan(dataclasses.replace(plan, extra=hidden))
+    assert again["plot_box"] == sidecar["plot_box"]  # the same layout
+    assert again.get("panels") == sidecar.get("panels")
+    drawn = (image != bare).any(axis=2)
+    inside = np.zeros_like(drawn)
+    for label in labels:
+        left, top, right, bottom = label["box"]
+        box = (slice(math.floor(top), math.ceil(bottom)), slice(math.floor(left), math.ceil(right)))
+        assert drawn[box].any(), label
+        inside[box] = True
+    assert not (drawn & ~inside).any(), np.argwhere(drawn & ~inside)[:5]
+
+
 def test_sidecar_names_each_tick_label_as_drawn():
     """Each chart's sidecar lists its major tick labels on both axes: the text matplotlib drew
-    (a number within the axis' limits) and a box inside the image. Drawn again with the labels
-    transparent (the layout unchanged), the pixels that differ lie in those boxes, and every box
-    holds some of them."""
+    (a number within the axis' limits) and a box inside the image that holds what it drew."""
     cfg = charts()
     for index in range(6):
         plan = plan_chart(cfg, index)
@@ -251,23 +322,45 @@ def test_sidecar_names_each_tick_label_as_drawn():
             value = float(label["text"].replace("\u2212", "-"))
             low, high = sorted(sidecar["xlim" if label["axis"] == "x" else "ylim"])
             assert low - 1e-9 <= value <= high + 1e-9, (index, label)
-            left, top, right, bottom = label["box"]
-            assert 0 <= left < right <= sidecar["width"], (index, label)
-            assert 0 <= top < bottom <= sidecar["height"], (index, label)
-        hidden = {"xtick.labelcolor": "none", "ytick.labelcolor": "none"}
-        bare, again = render_plan(dataclasses.replace(plan, extra=hidden))
-        assert again["plot_box"] == sidecar["plot_box"]  # the same layout
-        drawn = (image != bare).any(axis=2)
-        inside = np.zeros_like(drawn)
-        for label in labels:
-            left, top, right, bottom = label["box"]
-            box = (
-                slice(math.floor(top), math.ceil(bottom)),
-                slice(math.floor(left), math.ceil(right)),
-            )
-            assert drawn[box].any(), (index, label)
-            inside[box] = True
-        assert not (drawn & ~inside).any(), (index, np.argwhere(drawn & ~inside)[:5])
+        _labels_are_where_the_sidecar_says(plan, image, sidecar)
+
+
+def _beside(label: dict, box: list[float]) -> bool:
+    """Whether a tick label is one of the panel `box`'s: an x label just below it, a y label
+    just left of it (within 25 px, the tick and its padding)."""
+    left, top, right, bottom = box
+    x0, y0, x1, y1 = label["box"]
+    if label["axis"] == "x":
+        return left - 1 <= (x0 + x1) / 2 <= right + 1 and 0 <= y0 - bottom < 25
+    return top - 1 <= (y0 + y1) / 2 <= bottom + 1 and 0 <= left - x1 < 25
+
+
+def test_every_panel_of_a_multi_panel_chart_has_its_tick_labels():
+    """Several panels (with the base's backgrounds and grid styles): `panels` holds each panel's
+    plot box, the first being plot_box, side by side without overlap; tick_labels lists the
+    labels of every panel (each panel's box has labels left of and below it), each where the
+    sidecar says."""
+    cfg = charts(
+        multi_panel_prob=1.0, background_prob=0.5, grid_style_prob=0.5, width_in=[4.0, 5.0]
+    )
+    layouts = set()
+    for index in range(4):
+        plan = plan_chart(cfg, index)
+        image, sidecar = render_plan(plan)
+        layouts.add(plan.layout)
+        boxes = sidecar["panels"]
+        assert len(boxes) == plan.layout[0] * plan.layout[1] == 1 + len(plan.panels) > 1
+        assert boxes[0] == sidecar["plot_box"]
+        for k, (left, top, right, bottom) in enumerate(boxes):
+            assert 0 <= left < right <= sidecar["width"] and 0 <= top < bottom <= sidecar["height"]
+            for other in boxes[k + 1 :]:
+                assert (
+                    other[0] >= right or other[2] <= left or other[1] >= bottom or other[3] <= top
+                )
+            mine = {label["axis"] for label in sidecar["tick_labels"] if _beside(label, boxes[k])}
+            assert mine == {"x", "y"}, (index, k)
+        _labels_are_where_the_sidecar_says(plan, image, sidecar)
+    assert len(layouts) >= 2
 
 
 def test_furniture_covers_what_the_grid_and_legend_draw(tmp_path):
@@ -349,7 +442,7 @@ def test_fonts_are_matplotlibs_own_copies():
     import matplotlib
 
     data = Path(matplotlib.get_data_path()).resolve()
-    for font in charts().fonts:
+    for font in {*charts().fonts, *base_charts().fonts}:
         assert data in Path(_bundled_file(font)).resolve().parents
 
 
@@ -412,6 +505,12 @@ def _error(mutate) -> str:
             "DejaVu Sans",
         ),
         (
+            lambda c: c.update(fonts=["cmr10"]),
+            "params.yaml: data.charts.fonts: 'cmr10' is not a font shipped with matplotlib that "
+            "draws tick labels",
+            "DejaVu Sans Mono",
+        ),
+        (
             lambda c: c.update(dpi=[100, 72]),
             "params.yaml: data.charts.dpi: range [100, 72] is empty",
             "low <= high",
@@ -431,3 +530,72 @@ def test_crop_is_checked_against_the_smallest_chart():
     raw["shards"]["crop"] = smallest + 1
     with pytest.raises(ParamsError, match=f"shards.crop: .* accepts at most {smallest}$"):
         parse_params(raw)
+
+
+def base_charts() -> ChartParams:
+    return base_chart_params(load_params(ROOT / "params.yaml"))
+
+
+def test_base_charts_cover_what_users_draw():
+    """40 of the base's charts (planned, not drawn) span the wider ranges of base.chart_overrides,
+    and none is from a held-out family or style sheet."""
+    cfg, default = base_charts(), charts()
+    plans = [plan_chart(cfg, index) for index in range(40)]
+    dpis = [p.dpi for p in plans]
+    assert min(dpis) < 80 and max(dpis) > 160
+    long_sides = [max(p.width, p.height) for p in plans]
+    assert max(long_sides) <= cfg.max_px == 1024 and sum(side >= 900 for side in long_sides) >= 3
+    assert min(long_sides) < 360  # small figures still
+    assert sum(p.layout != (1, 1) for p in plans) >= 6
+    assert {p.layout for p in plans} >= {(1, 1), (2, 2)} and len({p.layout for p in plans}) >= 4
+    assert len({p.font for p in plans}) > len(default.fonts)
+    assert min(p.font_pt for p in plans) < default.font_pt[0]
+    assert max(p.font_pt for p in plans) > default.font_pt[1] + 2
+    assert max(p.line_width_pt for p in plans) > default.line_width_pt[1] + 0.5
+    assert sum(p.background is not None for p in plans) >= 6
+    assert sum(p.grid is not None for p in plans) >= 6
+    marked = {s.marker for p in plans for s in p.series if s.marker}
+    assert marked - set(default.markers)
+    held = {style for name in default.held_out for style in default.families[name]}
+    assert not held & {p.style for p in plans} and not set(default.held_out) & set(cfg.families)
+    # a planned background is what the figure shows: its corner is no longer white
+    p = next(p for p in plans if p.background is not None and p.background.figure is not None)
+    image, _ = render_plan(p)
+    assert tuple(image[0, 0]) != (255, 255, 255)
+
+
+def test_a_big_multi_panel_chart_draws_whole():
+    """The largest chart the base draws: 4 panels on its widest figure at a high dpi, lowered
+    to fit max_px on the long side, with every panel's tick labels."""
+    cfg = base_charts().model_copy(
+        update={"multi_panel_prob": 1.0, "panels": (4, 4), "width_in": (7.0, 7.0)}
+    )
+    # the first chart whose dpi max_px lowered (most are: a 2 x 2 grid here is 9.9 in wide)
+    plan = next(p for p in map(partial(plan_chart, cfg), range(20)) if p.width == cfg.max_px)
+    image, sidecar = render_plan(plan)
+    assert image.shape == (plan.height, 1024, 3) and sidecar["dpi"] < 1024 / 9.8
+    assert len(sidecar["panels"]) == 4 and plan.layout == (2, 2)
+    for box in sidecar["panels"]:
+        axes = {label["axis"] for label in sidecar["tick_labels"] if _beside(label, box)}
+        assert axes == {"x", "y"}, box
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ({"dpi": [200, 60]}, "base.chart_overrides.dpi: range [200, 60] is empty"),
+        ({"fonts": ["Arial"]}, "base.chart_overrides.fonts: 'Arial' is not a font shipped"),
+        ({"black_prob": 0.9}, "base.chart_overrides.black_prob: black_prob + colormap_prob"),
+        ({"dpis": [60, 200]}, "base.chart_overrides.dpis: is not a data.charts key; accepts"),
+        ({"seed": 3}, "base.chart_overrides.seed: is fixed for the base"),
+        ({"families": {"all": ["fivethirtyeight"]}}, "base.chart_overrides.families: is fixed"),
+        ({"height_in": [0.5, 1.0]}, "base.crop: 64 px is larger than the smallest chart (30 px)"),
+    ],
+)
+def test_bad_base_chart_overrides_name_their_key(override, says):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["base"]["chart_overrides"] |= override
+    with pytest.raises(ParamsError) as error:
+        parse_params(raw, "params.yaml")
+    message = str(error.value)
+    assert message.startswith(f"params.yaml: {says}") and "\n" not in message, message

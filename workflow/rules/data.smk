@@ -5,6 +5,7 @@
 rule generate:
     input:
         "src/linefuse/data/charts.py",
+        "src/linefuse/data/chart_style.py",
     output:
         directory("data/source"),
     params:

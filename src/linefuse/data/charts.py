@@ -3,7 +3,9 @@
 Each chart is a table (CSV: the wavelength grid and every plotted series, the ground truth), its
 rendering (PNG, the sharp target that later stages degrade) and a sidecar (JSON: the style family
 and style sheet, the pixel size, the plot box and axis limits that map any pixel to data, and each
-tick label's text and box).
+tick label's text and box). A figure of several panels (data/chart_style.py) keeps the table,
+plot box, limits, series and furniture of its first panel, lists every panel's tick labels and
+adds `panels`, each panel's plot box.
 
 Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
 for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
@@ -23,6 +25,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from linefuse.data.chart_style import (
+    Background,
+    GridStyle,
+    draw_grid,
+    plan_background,
+    plan_grid,
+    plan_layout,
+)
 from linefuse.params import ChartParams, chart_pixels
 from linefuse.stage import ordered_map
 
@@ -44,7 +54,6 @@ SERIES_NAMES = (
     ("t = 0 s", "t = 10 s", "t = 20 s", "t = 30 s"),
 )
 Y_SCALES = (1.0, 1.0, 100.0, 1000.0, 20000.0)  # a.u., percent, counts
-MARKERS = ("o", "s", "^", "v", "D", "x", "+", "*")
 DASHES = ("--", ":", "-.")
 COLORMAPS = ("viridis", "plasma", "cividis", "tab10", "Dark2", "Set1")
 LEGEND_PLACES = ("best", "upper right", "upper left")
@@ -118,6 +127,14 @@ class SeriesPlan:
 
 
 @dataclass(frozen=True)
+class PanelPlan:
+    """A further panel's curves: its own table and series, dressed like the first panel."""
+
+    table: np.ndarray
+    series: tuple[SeriesPlan, ...]
+
+
+@dataclass(frozen=True)
 class ChartPlan:
     """Every random choice of one chart, drawn before any drawing (cheap to make in bulk)."""
 
@@ -142,20 +159,33 @@ class ChartPlan:
     annotate: bool
     axes_color: tuple[float, float, float] | None  # None: the style sheet's
     pad: float
+    layout: tuple[int, int] = (1, 1)  # (rows, columns) of panels; the first is table and series
+    panels: tuple[PanelPlan, ...] = ()  # the panels after the first
+    background: Background | None = None  # None: the style sheet's faces
+    grid: GridStyle | None = None  # None: the style sheet's grid line style
     extra: dict = field(default_factory=dict)  # rcParams a test may add
 
 
 def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = None) -> ChartPlan:
     """Chart `index`'s choices. `size_px` = (width, height) overrides the drawn pixel size (the dpi
     scales so the figure keeps its drawn width in inches: a larger chart is a sharper export).
-    The draws run in a fixed order from the chart's own generator: the style and canvas, the
-    curves, the series' looks, then the axes' dressing."""
+    The draws run in a fixed order from the chart's own generator: the style and figure size,
+    the curves, the series' looks, the axes' dressing, then (chart_style) the further panels,
+    the background and the grid's style, each only when its knob is on."""
     rng = chart_rng(cfg, index)
     family, style = choose_style(rng, cfg)
     font = cfg.fonts[int(rng.integers(len(cfg.fonts)))]
-    width, height, dpi = _canvas(rng, cfg, size_px)
+    inches = (rng.uniform(*cfg.width_in), rng.uniform(*cfg.height_in))
+    dpi = float(rng.integers(cfg.dpi[0], cfg.dpi[1] + 1))
     table = _spectra_table(rng, cfg)
     series = _series_plans(rng, cfg, count=table.shape[1] - 1)
+    dressing = _dressing(rng, cfg, len(series))
+    layout = plan_layout(rng, cfg)
+    panels = []
+    for _ in range(layout[0] * layout[1] - 1):
+        more = _spectra_table(rng, cfg)
+        panels.append(PanelPlan(more, _series_plans(rng, cfg, count=more.shape[1] - 1)))
+    width, height, dpi = _canvas(cfg, inches, dpi, layout, size_px)
     return ChartPlan(
         family=family,
         style=style,
@@ -165,18 +195,29 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
         dpi=dpi,
         table=table,
         series=series,
-        **_dressing(rng, cfg, len(series)),
+        **dressing,
+        layout=layout,
+        panels=tuple(panels),
+        background=plan_background(rng, cfg),
+        grid=plan_grid(rng, cfg),
     )
 
 
 def _canvas(
-    rng: np.random.Generator, cfg: ChartParams, size_px: tuple[int, int] | None
+    cfg: ChartParams,
+    inches: tuple[float, float],
+    dpi: float,
+    layout: tuple[int, int],
+    size_px: tuple[int, int] | None,
 ) -> tuple[int, int, float]:
-    """(width px, height px, dpi) of the figure: drawn inches at a drawn dpi, or `size_px` at
-    the dpi that keeps the drawn width in inches."""
-    width_in = rng.uniform(*cfg.width_in)
-    height_in = rng.uniform(*cfg.height_in)
-    dpi = float(rng.integers(cfg.dpi[0], cfg.dpi[1] + 1))
+    """(width px, height px, dpi) of the figure: the drawn inches (widened by the square root of
+    the panel columns, heightened by that of the rows) at the drawn dpi, lowered where the long
+    side would pass cfg.max_px (never below the dpi range's low); or `size_px` at the dpi that
+    keeps the width in inches."""
+    width_in, height_in = inches
+    if layout != (1, 1):
+        width_in, height_in = width_in * layout[1] ** 0.5, height_in * layout[0] ** 0.5
+    dpi = max(min(dpi, cfg.max_px / max(width_in, height_in)), float(cfg.dpi[0]))
     width, height = chart_pixels(width_in, dpi), chart_pixels(height_in, dpi)
     if size_px is not None:
         width, height = (int(v) for v in size_px)
@@ -216,7 +257,7 @@ def _series_plans(rng: np.random.Generator, cfg: ChartParams, count: int) -> tup
         dashed, marked = rng.random(2) < (cfg.dash_prob, cfg.marker_prob)
         dash, marker = (
             DASHES[int(rng.integers(len(DASHES)))],
-            MARKERS[int(rng.integers(len(MARKERS)))],
+            cfg.markers[int(rng.integers(len(cfg.markers)))],
         )
         markers_shown = int(rng.integers(8, 21))
         series.append(
@@ -324,16 +365,20 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
         matplotlib.style.use(["default", plan.style])
         matplotlib.rcParams.update(_style_rc(plan))
         rc = matplotlib.rcParams
-        figure, canvas, ax = _blank_figure(plan, rc)
-        lines = _plot_series(ax, plan, rc)
-        note = _dress_axes(ax, plan, rc)
+        figure, canvas, axes = _blank_figure(plan, rc)
+        curves = [(plan.table, plan.series)] + [(p.table, p.series) for p in plan.panels]
+        drawn = []
+        for ax, (table, series) in zip(axes, curves, strict=True):
+            lines = _plot_series(ax, table, series, rc)
+            drawn.append((lines, _dress_axes(ax, plan, rc, table)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "not applied" on a cramped figure: keeps the box
             figure.tight_layout(pad=plan.pad)
         canvas.draw()
         rgba = np.asarray(canvas.buffer_rgba())
         renderer = canvas.get_renderer()
-        sidecar = _sidecar(plan, ax, renderer, lines, note, height=rgba.shape[0])
+        lines, note = drawn[0]
+        sidecar = _sidecar(plan, axes, renderer, lines, note, height=rgba.shape[0])
     if rgba.shape[:2] != (plan.height, plan.width):
         raise AssertionError(
             f"drew {rgba.shape[1]}x{rgba.shape[0]}, not {plan.width}x{plan.height}"
@@ -342,50 +387,56 @@ def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
 
 
 def _blank_figure(plan: ChartPlan, rc):
-    """(figure, Agg canvas, axes) of exactly plan.width x plan.height px, painted as savefig
-    would paint them under the current style."""
+    """(figure, Agg canvas, [axes] in reading order) of exactly plan.width x plan.height px,
+    painted as savefig would paint them under the current style, or in the planned background."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     # what savefig would paint: classic-era styles draw a grey figure but save it on white
     face = rc["savefig.facecolor"]
+    background = plan.background or Background(figure=None, axes=None)
     figure = Figure(
         # the canvas is int(inches * dpi) px, rounded up within 1e-8 px: exactly width x height
         figsize=(plan.width / plan.dpi, plan.height / plan.dpi),
         dpi=plan.dpi,
-        facecolor=rc["figure.facecolor"] if face == "auto" else face,
+        facecolor=background.figure or (rc["figure.facecolor"] if face == "auto" else face),
     )
     canvas = FigureCanvasAgg(figure)
-    ax = figure.add_subplot()
-    if plan.axes_color is not None:
-        ax.set_facecolor(plan.axes_color)
-    return figure, canvas, ax
+    rows, columns = plan.layout
+    axes = [figure.add_subplot(rows, columns, k + 1) for k in range(rows * columns)]
+    for ax in axes:
+        if plan.axes_color is not None or background.axes is not None:
+            ax.set_facecolor(plan.axes_color or background.axes)  # a tint over the background
+    return figure, canvas, axes
 
 
-def _plot_series(ax, plan: ChartPlan, rc) -> list:
-    """Each planned series drawn as a line (markers staggered between series); the Line2Ds."""
-    x = plan.table[:, 0]
+def _plot_series(ax, table: np.ndarray, series: tuple[SeriesPlan, ...], rc) -> list:
+    """Each planned series of one panel drawn as a line (markers staggered between series);
+    the Line2Ds."""
+    x = table[:, 0]
     lines = []
-    for k, s in enumerate(plan.series):
-        style = {"color": _series_colour(plan.series, k, rc)}
+    for k, s in enumerate(series):
+        style = {"color": _series_colour(series, k, rc)}
         if s.marker is not None:
             style |= {
                 "marker": s.marker,
-                "markevery": (k * s.markevery // max(len(plan.series), 1), s.markevery),
+                "markevery": (k * s.markevery // max(len(series), 1), s.markevery),
                 "markersize": s.markersize,
             }
             if s.hollow:
                 style["markerfacecolor"] = "none"
-        (line,) = ax.plot(x, plan.table[:, k + 1], linestyle=s.linestyle, label=s.label, **style)
+        (line,) = ax.plot(x, table[:, k + 1], linestyle=s.linestyle, label=s.label, **style)
         lines.append(line)
     return lines
 
 
-def _dress_axes(ax, plan: ChartPlan, rc):
-    """Grid, ticks, spines, axis labels, title, legend and the peak note, as planned; returns
-    the note's annotation (None without one)."""
+def _dress_axes(ax, plan: ChartPlan, rc, table: np.ndarray):
+    """Grid, ticks, spines, axis labels, title, legend and the peak note of one panel (the
+    note on its `table`), as planned; returns the note's annotation (None without one)."""
     if plan.grid_flip:
         ax.grid(not rc["axes.grid"])
+    if plan.grid is not None:
+        draw_grid(ax, plan.grid)
     if plan.ticks is not None:
         direction, length = plan.ticks
         ax.tick_params(which="major", direction=direction, length=length)
@@ -402,13 +453,13 @@ def _dress_axes(ax, plan: ChartPlan, rc):
     if plan.legend is not None:
         place, frame = plan.legend
         ax.legend(loc=place, frameon=frame)
-    return _annotate_peak(ax, plan, rc) if plan.annotate else None
+    return _annotate_peak(ax, table, plan.font_pt, rc) if plan.annotate else None
 
 
-def _annotate_peak(ax, plan: ChartPlan, rc):
+def _annotate_peak(ax, table: np.ndarray, font_pt: float, rc):
     """The main series' highest point labelled with its wavelength and an arrow, the text on
     the side of the peak with more room."""
-    x, main = plan.table[:, 0], plan.table[:, 1]
+    x, main = table[:, 0], table[:, 1]
     peak = int(np.argmax(main))
     right_half = x[peak] > (x[0] + x[-1]) / 2
     return ax.annotate(
@@ -417,17 +468,18 @@ def _annotate_peak(ax, plan: ChartPlan, rc):
         xytext=(-30 if right_half else 12, -12),
         textcoords="offset points",
         ha="right" if right_half else "left",
-        fontsize=plan.font_pt,
+        fontsize=font_pt,
         arrowprops={"arrowstyle": "->", "lw": 0.8, "color": rc["text.color"]},
     )
 
 
-def _sidecar(plan: ChartPlan, ax, renderer, lines: list, note, height: int) -> dict:
-    """The drawn chart measured from its canvas: the plot box and limits that map pixels to
-    data, each series' drawn colour and width, the furniture and the tick labels."""
+def _sidecar(plan: ChartPlan, axes: list, renderer, lines: list, note, height: int) -> dict:
+    """The drawn chart measured from its canvas: the first panel's plot box and limits that map
+    pixels to data, each of its series' drawn colour and width and its furniture; every panel's
+    tick labels, and with several panels each one's plot box (`panels`, the first's first)."""
+    ax = axes[0]
     furniture = plot_furniture(ax, renderer, note)
-    labels = tick_labels(ax, renderer)
-    box = ax.get_window_extent()
+    labels = [label for panel in axes for label in tick_labels(panel, renderer)]
     xlim, ylim = ax.get_xlim(), ax.get_ylim()
     series = [
         {
@@ -439,23 +491,30 @@ def _sidecar(plan: ChartPlan, ax, renderer, lines: list, note, height: int) -> d
         }
         for s, line in zip(plan.series, lines, strict=True)
     ]
-    # display y runs up from the bottom edge; image rows run down
-    return {
+    sidecar = {
         "family": plan.family,
         "style": plan.style,
         "font": plan.font,
         "width": plan.width,
         "height": plan.height,
         "dpi": round(plan.dpi, 4),
-        "plot_box": [
-            round(float(v), 4) for v in (box.x0, height - box.y1, box.x1, height - box.y0)
-        ],
+        "plot_box": _plot_box(ax, height),
         "xlim": [round(float(v), 6) for v in xlim],
         "ylim": [round(float(v), 6) for v in ylim],
         "series": series,
         "furniture": furniture,
         "tick_labels": labels,
     }
+    if len(axes) > 1:
+        sidecar["panels"] = [_plot_box(panel, height) for panel in axes]
+    return sidecar
+
+
+def _plot_box(ax, height: int) -> list[float]:
+    """The axes' box in image pixels (left, top, right, bottom): display y runs up from the
+    bottom edge, image rows run down."""
+    box = ax.get_window_extent()
+    return [round(float(v), 4) for v in (box.x0, height - box.y1, box.x1, height - box.y0)]
 
 
 def _on_white(rgba: np.ndarray) -> np.ndarray:

@@ -3,10 +3,11 @@
 The shipped base (`linefuse base`) trains on far more charts than any shard set could hold
 (about 1.3 MB per chart and level as shards), so each pair is made when a batch asks for it.
 Item i is pair i % P of chart i // P (P = units x crops per chart): the chart is drawn from
-`data.charts` with `base.chart_seed` and without the held-out families, then degraded in
-`base.units_per_chart` (domain, level) units, each drawn with `base.light_fraction` from the
-light level, and cropped `base.crops_per_unit` times. Every choice comes from `item_rng` of
-(seed, chart, unit), so item i is the same whatever the worker or the order of reading.
+`base_chart_params` (data.charts widened by `base.chart_overrides`, with `base.chart_seed`,
+without the held-out families), then degraded in `base.units_per_chart` (domain, level) units,
+each drawn with `base.light_fraction` from the light level, and cropped `base.crops_per_unit`
+times. Every choice comes from `item_rng` of (seed, chart, unit), so item i is the same whatever
+the worker or the order of reading.
 
 Items are read in order (no shuffle: every chart is new content), so a batch holds whole charts
 and each worker draws a chart once (matplotlib, the costly part) and degrades it a few times for
@@ -26,8 +27,9 @@ from linefuse.params import BaseParams, ChartParams, Params
 
 
 def base_chart_params(params: Params) -> ChartParams:
-    """data.charts with the base's seed and only the families the default data trains on."""
-    charts = params.data.charts
+    """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
+    the base's seed, and only the families the default data trains on."""
+    charts = params.data.charts.with_overrides(params.base.chart_overrides)
     families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
     return charts.model_copy(
         update={"seed": params.base.chart_seed, "families": families, "held_out": []}

@@ -69,7 +69,8 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
         f"- Command: `make base` (`linefuse base`), at commit `{_commit()}`.",
         f"- Architecture: `{base.unet}` ({metrics['total_params']:,} parameters), trained from "
         "scratch.",
-        f"- Data: charts drawn on the fly from `data.charts` with seed {base.chart_seed} (the "
+        f"- Data: charts drawn on the fly from `data.charts`, widened by `base.chart_overrides` "
+        f"({', '.join(base.chart_overrides) or 'none'}), with seed {base.chart_seed} (the "
         f"default data uses {params.data.charts.seed}), never the held-out families "
         f"({', '.join(params.data.charts.held_out)}); each chart degraded in "
         f"{base.units_per_chart} random (domain, level) units, {base.light_fraction:.0%} of them "
