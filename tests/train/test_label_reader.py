@@ -14,7 +14,7 @@ from linefuse import paths
 from linefuse.data.label_patches import label_patches
 from linefuse.data.labels import encode
 from linefuse.evaluate.label_reader_card import character_error_rate
-from linefuse.params import load_params
+from linefuse.params import ParamsError, load_params, parse_params
 from linefuse.train.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 
 from conftest import ROOT, run_cli, tiny_params, write_params
@@ -103,6 +103,13 @@ def test_the_ctc_loss_is_lower_on_sharp_labels_and_reaches_the_images(reader, sh
     blurred_loss = ctc_loss(reader, blurred.images(pick), boxes, targets, lengths)
     assert sharp_loss.item() < 0.5 * blurred_loss.item(), (sharp_loss.item(), blurred_loss.item())
     assert images.grad.abs().sum() > 0
+
+
+def test_a_bad_crop_size_is_a_one_line_error_naming_the_key():
+    params = tiny_params()
+    params["label_reader"]["width"] = 63
+    with pytest.raises(ParamsError, match="label_reader.width"):
+        parse_params(params)
 
 
 @pytest.mark.slow  # draws charts and trains a few steps

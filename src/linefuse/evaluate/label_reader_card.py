@@ -57,6 +57,7 @@ def score_reader(reader: LabelReader, params: Params, workers: int) -> dict:
 
 
 def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: dict) -> None:
+    """scores.json and the model card: what the reader is, how it was made and its scores."""
     (folder / SCORES).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
     cfg, charts = params.label_reader, params.data.charts
     front = {
@@ -101,14 +102,18 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         "| labels | test CER | held-out CER | test labels | held-out labels |",
         "|---|---|---|---|---|",
-        *[
-            f"| {name} | {s['test']['cer']:.3f} | {s['held_out']['cer']:.3f} | "
-            f"{s['test']['labels']} | {s['held_out']['labels']} |"
-            for name, s in scores.items()
-        ],
+        *map(_row, scores.items()),
         "",
         "## Remake it",
         "",
         "`make label-reader`, then commit this folder.",
     ]
     (folder / CARD).write_text("\n".join(lines) + "\n")
+
+
+def _row(condition: tuple[str, dict]) -> str:
+    name, split = condition
+    test, held = split["test"], split["held_out"]
+    return (
+        f"| {name} | {test['cer']:.3f} | {held['cer']:.3f} | {test['labels']} | {held['labels']} |"
+    )
