@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench base clean
+.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench base label-reader clean
 
 install: $(STAMP)
 
@@ -35,6 +35,12 @@ repro: $(STAMP) tesseract
 # .linefuse/state/base after a stop. Commit the folder it writes.
 base: $(STAMP)
 	$(BIN)/linefuse base
+
+# `make label-reader`: remake the tick-label reader LineFuse ships (src/linefuse/zoo/
+# <label_reader.name>: weights, scores.json and a model card) from params.yaml's label_reader
+# block, on every core. Commit the folder it writes.
+label-reader: $(STAMP)
+	$(BIN)/linefuse label-reader
 
 snakemake: $(STAMP) tesseract
 	$(BIN)/snakemake --cores 2

@@ -105,6 +105,20 @@ def run_base(params: Params, args: argparse.Namespace) -> None:
         written += [folder, paths.train_metrics("base")]
 
 
+def run_label_reader(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.evaluate.label_reader_card import score_reader, write_scores_and_card
+    from linefuse.train.label_reader_training import train_label_reader
+
+    folder = paths.zoo_model(params.label_reader.name)
+    with stage("label-reader") as written:
+        reader, metrics = train_label_reader(params, args.workers)
+        scores = score_reader(reader, params, args.workers)
+        with atomic_dir(folder) as tmp:
+            reader.save_pretrained(tmp)
+            write_scores_and_card(params, tmp, metrics, scores)
+        written.append(folder)
+
+
 def run_train(params: Params, args: argparse.Namespace) -> None:
     from linefuse.train.loop import run, train_job
 
@@ -297,7 +311,7 @@ def _add_data_stages(commands) -> None:
 
 
 def _add_training_stages(commands) -> None:
-    """pretrain, base, train and train-domains: the models."""
+    """pretrain, base, label-reader, train and train-domains: the models."""
     _add_stage(
         commands,
         "pretrain",
@@ -310,6 +324,14 @@ def _add_training_stages(commands) -> None:
         run_base,
         f"train the base LineFuse ships ({paths.ZOO_DIR.name}/<base.name>) on charts drawn on the "
         "fly, score it and write its model card (hours; resumable)",
+    )
+    _add_stage(
+        commands,
+        "label-reader",
+        run_label_reader,
+        f"train the tick-label reader LineFuse ships ({paths.ZOO_DIR.name}/<label_reader.name>) "
+        "on sharp label crops, score it and write its model card",
+        workers=True,
     )
     _add_stage(
         commands, "train", run_train, "train one curriculum level's LoRA adapter"

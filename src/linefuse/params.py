@@ -568,6 +568,24 @@ class BaseParams(Strict):
         return self.charts_per_step * self.units_per_chart * self.crops_per_unit
 
 
+class LabelReaderParams(Strict):
+    """`linefuse label-reader` (make label-reader): the CRNN that reads tick labels, trained once
+    on sharp label crops and shipped in linefuse/zoo/<name> (train/label_reader.py)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    charts: PositiveInt
+    height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]
+    width: Annotated[int, Field(ge=8, le=1024, multiple_of=2)]
+    channels: Annotated[list[PositiveInt], Field(min_length=4, max_length=4)]
+    hidden: PositiveInt
+    steps: PositiveInt
+    batch_size: PositiveInt
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    jitter_px: Annotated[float, Field(ge=0.0, le=4.0)]
+    seed: int
+    score_charts: PositiveInt
+
+
 class PretrainParams(Strict):
     steps: Annotated[int, Field(ge=1)]
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
@@ -827,6 +845,7 @@ class Params(Strict):
     optim: OptimParams
     pretrain: PretrainParams
     base: BaseParams
+    label_reader: LabelReaderParams
     train: TrainParams
     eval: EvalParams
     tiles: TileParams

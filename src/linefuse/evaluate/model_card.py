@@ -29,7 +29,7 @@ def score_and_card(params: Params, folder: Path, metrics: dict) -> dict:
     return scores
 
 
-def _commit() -> str:
+def commit() -> str:
     try:
         return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -66,7 +66,7 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
         "",
         "## How it was made",
         "",
-        f"- Command: `make base` (`linefuse base`), at commit `{_commit()}`.",
+        f"- Command: `make base` (`linefuse base`), at commit `{commit()}`.",
         f"- Architecture: `{base.unet}` ({metrics['total_params']:,} parameters), trained from "
         "scratch.",
         f"- Data: charts drawn on the fly from `data.charts`, widened by `base.chart_overrides` "

@@ -1,0 +1,99 @@
+"""Tick labels cut out of drawn charts: what the label reader trains on and is scored on.
+
+Each readable tick label (data/labels.readable) of a chart is cut out as a fixed-size patch with
+PAD image pixels above and left of its box, so thousands of labels from charts of different
+sizes stack into one array and crop_labels (train/label_reader.py) can cut them again, with the
+box jittered, at every training step. A chart may be degraded before its labels are cut (the
+blur spreads from the chart around each label), each degradation seeded per chart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+
+from linefuse.data.charts import draw_chart
+from linefuse.data.degrade import degrade, item_rng
+from linefuse.data.labels import encode, normalise, readable
+from linefuse.params import ChartParams
+from linefuse.stage import ordered_map
+
+PATCH = (48, 128)  # (rows, columns) of image pixels per patch: the largest tick label and PAD
+PAD = 8  # image pixels kept above and left of each box, room for the box's jitter and margin
+
+
+@dataclass(frozen=True)
+class LabelPatches:
+    """N labels: patches (N, rows, cols, 3) uint8, boxes (N, 4) (left, top, right, bottom) in
+    patch pixels, their normalised texts, and whether each chart is of a held-out family."""
+
+    patches: np.ndarray
+    boxes: np.ndarray
+    texts: list[str]
+    held_out: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def images(self, pick) -> torch.Tensor:
+        """The patches `pick` as (n, 3, rows, cols) floats in [-1, 1]."""
+        chosen = torch.from_numpy(self.patches[pick]).permute(0, 3, 1, 2).float()
+        return chosen / 127.5 - 1
+
+    def targets(self, pick) -> tuple[torch.Tensor, torch.Tensor]:
+        """CTC targets (n, longest) padded with 0 and their lengths, of the labels `pick`."""
+        codes = [encode(self.texts[i]) for i in np.arange(len(self))[pick]]
+        lengths = torch.tensor([len(code) for code in codes])
+        targets = torch.zeros(len(codes), int(lengths.max()), dtype=torch.long)
+        for row, code in enumerate(codes):
+            targets[row, : len(code)] = torch.tensor(code)
+        return targets, lengths
+
+
+def cut(image: np.ndarray, labels: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(patches, boxes in patch pixels, texts) of the readable labels that fit a PATCH."""
+    rows, cols = PATCH
+    padded = np.pad(image, ((PAD, rows), (PAD, cols), (0, 0)), constant_values=255)
+    patches, boxes, texts = [], [], []
+    for label in labels:
+        left, top, right, bottom = label["box"]
+        x, y = int(np.floor(left)), int(np.floor(top))
+        box = [left - x + PAD, top - y + PAD, right - x + PAD, bottom - y + PAD]
+        if not readable(label["text"]) or box[2] > cols - PAD or box[3] > rows - PAD:
+            continue
+        patches.append(padded[y : y + rows, x : x + cols])  # padded's origin is (-PAD, -PAD)
+        boxes.append(box)
+        texts.append(normalise(label["text"]))
+    return (
+        np.array(patches, np.uint8).reshape(-1, rows, cols, 3),
+        np.array(boxes, np.float32),
+        texts,
+    )
+
+
+def _chart_patches(index: int, cfg: ChartParams, blur) -> tuple:
+    image, _, sidecar = draw_chart(cfg, index)
+    if blur is not None:
+        domain, level, name, seed = blur
+        image, _ = degrade(image, domain, level, item_rng(seed, index, domain, name))
+    patches, boxes, texts = cut(image, sidecar["tick_labels"])
+    return patches, boxes, texts, sidecar["family"] in cfg.held_out
+
+
+def label_patches(
+    cfg: ChartParams, indices: list[int], workers: int, blur: tuple | None = None
+) -> LabelPatches:
+    """The labels of charts `indices` drawn with `cfg`, on `workers` processes; with `blur` =
+    (domain, level settings, level name, seed), each chart degraded so before its labels are
+    cut. The result does not depend on `workers`."""
+    task = partial(_chart_patches, cfg=cfg, blur=blur)
+    charts = list(ordered_map(task, list(indices), workers, "label charts", "chart"))
+    return LabelPatches(
+        patches=np.concatenate([c[0] for c in charts]),
+        boxes=np.concatenate([c[1].reshape(-1, 4) for c in charts]),
+        texts=[text for c in charts for text in c[2]],
+        held_out=np.concatenate([np.full(len(c[2]), c[3]) for c in charts]),
+    )

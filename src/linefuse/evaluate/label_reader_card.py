@@ -1,0 +1,119 @@
+"""The shipped label reader's scores and model card.
+
+The reader is scored on the tick labels of the first `label_reader.score_charts` default charts
+(data.charts, the seed the pipeline's own data uses, which it never trained on), sharp and
+Gaussian-blurred at each of degrade.levels (degrade.gaussian's ranges, seeded per chart): a
+reader whose CTC loss is to judge restorations must read sharp labels and fail on blurred ones.
+The character error rate is pooled: edit distances summed over the labels, over the characters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import yaml
+
+from linefuse.data.label_patches import label_patches
+from linefuse.evaluate.model_card import CARD, SCORES, commit
+from linefuse.evaluate.ocr import edit_distance
+from linefuse.params import Params
+from linefuse.train.label_reader import LabelReader, read_labels
+
+
+def character_error_rate(reads: list[str], truths: list[str]) -> dict:
+    """{cer, labels, characters}: the pooled character error rate of `reads` against `truths`."""
+    edits = sum(edit_distance(r, t) for r, t in zip(reads, truths, strict=True))
+    characters = sum(len(t) for t in truths)
+    return {"cer": edits / max(characters, 1), "labels": len(truths), "characters": characters}
+
+
+def score_reader(reader: LabelReader, params: Params, workers: int) -> dict:
+    """{condition: {test, held_out}: CER}, condition sharp or gaussian_<level>."""
+    indices = list(range(params.label_reader.score_charts))
+    conditions = {"sharp": None} | {
+        f"gaussian_{level}": (
+            "gaussian",
+            params.degrade.level("gaussian", level),
+            level,
+            params.degrade.seed,
+        )
+        for level in params.degrade.levels
+    }
+    scores = {}
+    for condition, blur in conditions.items():
+        labels = label_patches(params.data.charts, indices, workers, blur)
+        boxes = torch.cat([torch.arange(len(labels))[:, None], torch.from_numpy(labels.boxes)], 1)
+        reads = read_labels(reader.eval(), labels.images(slice(None)), boxes)
+        scores[condition] = {
+            split: character_error_rate(
+                [r for r, h in zip(reads, labels.held_out, strict=True) if h == held],
+                [t for t, h in zip(labels.texts, labels.held_out, strict=True) if h == held],
+            )
+            for split, held in (("test", False), ("held_out", True))
+        }
+    return scores
+
+
+def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: dict) -> None:
+    """scores.json and the model card: what the reader is, how it was made and its scores."""
+    (folder / SCORES).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
+    cfg, charts = params.label_reader, params.data.charts
+    front = {
+        "library_name": "linefuse",
+        "pipeline_tag": "image-to-text",
+        "tags": ["linefuse", "ocr", "crnn", "ctc", "line-charts", "tick-labels"],
+    }
+    minutes = metrics["draw_minutes"] + metrics["train_minutes"]
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# LineFuse {cfg.name}",
+        "",
+        "A small CRNN (linefuse.train.label_reader.LabelReader, a diffusers `ModelMixin`: four",
+        "conv blocks, a bidirectional GRU, CTC over the characters `0123456789.-+e`) that reads",
+        "a chart's tick labels from their boxes. Its CTC loss on restored label crops can join",
+        "the base's pixel loss, so a restorer is taught to draw the right digits.",
+        "",
+        "## How it was made",
+        "",
+        f"- Command: `make label-reader` (`linefuse label-reader`), at commit `{commit()}`.",
+        f"- Architecture: {metrics['parameters']:,} parameters; crops of {cfg.height} x "
+        f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
+        f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts "
+        f"drawn from `data.charts` with seed {params.base.chart_seed} (the default data uses "
+        f"{charts.seed}), never the held-out families ({', '.join(charts.held_out)}); every "
+        f"box edge jittered by up to {cfg.jitter_px} px.",
+        f"- Training: {cfg.steps:,} steps of {cfg.batch_size} crops, AdamW, one-cycle lr "
+        f"{cfg.lr:g}, seed {cfg.seed}; final loss {metrics['final_loss']:.3f}.",
+        f"- Device: {metrics['device']} ({metrics['threads']} threads); {minutes:.1f} minutes "
+        f"({metrics['draw_minutes']:.1f} drawing the charts).",
+        "- Parameters: the `label_reader`, `base.chart_seed` and `data.charts` entries of",
+        "  params.yaml at that commit.",
+        "",
+        "## Scores",
+        "",
+        f"Character error rate (pooled) on the tick labels of the first {cfg.score_charts} "
+        f"default charts (seed {charts.seed}; never seen in training), sharp and Gaussian-blurred "
+        "at each level of `degrade.gaussian`:",
+        "",
+        "| labels | test CER | held-out CER | test labels | held-out labels |",
+        "|---|---|---|---|---|",
+        *map(_row, scores.items()),
+        "",
+        "## Remake it",
+        "",
+        "`make label-reader`, then commit this folder.",
+    ]
+    (folder / CARD).write_text("\n".join(lines) + "\n")
+
+
+def _row(condition: tuple[str, dict]) -> str:
+    name, split = condition
+    test, held = split["test"], split["held_out"]
+    return (
+        f"| {name} | {test['cer']:.3f} | {held['cer']:.3f} | {test['labels']} | {held['labels']} |"
+    )

@@ -1,0 +1,72 @@
+"""`linefuse label-reader` (make label-reader): train the label reader LineFuse ships.
+
+The tick labels of `label_reader.charts` charts drawn like the base's (data/stream.py's
+base_chart_params: base.chart_seed, never a held-out family) are cut out once, on every core,
+then the reader learns to read them sharp: AdamW on the CTC loss, a one-cycle learning rate,
+each step's crops cut with every box edge jittered by up to `jitter_px`. Seeded, so a run
+remakes the same weights on the same machine. evaluate/label_reader_card.py scores it and
+writes its card.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from linefuse.data.label_patches import label_patches
+from linefuse.data.stream import base_chart_params
+from linefuse.hardware import cpu_model
+from linefuse.params import Params
+from linefuse.train.label_reader import LabelReader, ctc_loss
+
+log = logging.getLogger("linefuse")
+
+
+def train_label_reader(params: Params, workers: int) -> tuple[LabelReader, dict]:
+    """Trains a reader from scratch; returns it and what the card tells of the run."""
+    cfg = params.label_reader
+    started = time.perf_counter()
+    labels = label_patches(base_chart_params(params), list(range(cfg.charts)), workers)
+    drawn = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    reader = LabelReader(cfg.height, cfg.width, tuple(cfg.channels), cfg.hidden)
+    optimizer = torch.optim.AdamW(reader.parameters(), lr=cfg.lr)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, cfg.lr, total_steps=cfg.steps)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    boxes = torch.from_numpy(labels.boxes)
+    losses = []
+    bar = tqdm(range(cfg.steps), desc="label reader", unit="step", disable=None)
+    for _ in bar:
+        # a batch of labels, their boxes jittered
+        pick = torch.randint(len(labels), (cfg.batch_size,), generator=generator).numpy()
+        jitter = (torch.rand(cfg.batch_size, 4, generator=generator) * 2 - 1) * cfg.jitter_px
+        batch_boxes = torch.cat([torch.arange(cfg.batch_size)[:, None], boxes[pick] + jitter], 1)
+        targets, lengths = labels.targets(pick)
+        # the loss, backward, clip, step
+        loss = ctc_loss(reader, labels.images(pick), batch_boxes, targets, lengths)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(reader.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+    finished = time.perf_counter()
+    reader.eval()
+    log.info(
+        "label reader: %d labels of %d charts drawn in %.1fs, %d steps in %.1fs",
+        len(labels), cfg.charts, drawn - started, cfg.steps, finished - drawn,
+    )  # fmt: skip
+    return reader, {
+        "labels": len(labels),
+        "parameters": sum(p.numel() for p in reader.parameters()),
+        "final_loss": float(np.mean(losses[-50:])),
+        "draw_minutes": (drawn - started) / 60,
+        "train_minutes": (finished - drawn) / 60,
+        "device": f"CPU {cpu_model()}",
+        "threads": torch.get_num_threads(),
+    }

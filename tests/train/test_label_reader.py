@@ -1,0 +1,129 @@
+"""The label reader: its crops, its CTC loss, `linefuse label-reader`, and the shipped reader."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from linefuse import paths
+from linefuse.data.label_patches import label_patches
+from linefuse.data.labels import encode
+from linefuse.evaluate.label_reader_card import character_error_rate
+from linefuse.params import ParamsError, load_params, parse_params
+from linefuse.train.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
+
+from conftest import ROOT, run_cli, tiny_params, write_params
+
+PARAMS = load_params(ROOT / "params.yaml")
+SHIPPED = paths.zoo_model(PARAMS.label_reader.name)
+CHARTS = list(range(12))  # default charts (seed 0): the reader never trained on them
+
+
+@pytest.fixture(scope="module")
+def reader() -> LabelReader:
+    return LabelReader.from_pretrained(SHIPPED).eval()
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    return label_patches(PARAMS.data.charts, CHARTS, workers=1)
+
+
+@pytest.fixture(scope="module")
+def blurred():
+    hard = ("gaussian", PARAMS.degrade.level("gaussian", "hard"), "hard", PARAMS.degrade.seed)
+    return label_patches(PARAMS.data.charts, CHARTS, workers=1, blur=hard)
+
+
+def _boxes(labels) -> torch.Tensor:
+    return torch.cat([torch.arange(len(labels))[:, None], torch.from_numpy(labels.boxes)], 1)
+
+
+def _cer(reader, labels) -> float:
+    reads = read_labels(reader, labels.images(slice(None)), _boxes(labels))
+    return character_error_rate(reads, labels.texts)["cer"]
+
+
+def test_the_shipped_reader_reads_sharp_labels_and_fails_on_blurred_ones(reader, sharp, blurred):
+    assert len(sharp) > 80 and sharp.texts == blurred.texts
+    sharp_cer, blurred_cer = _cer(reader, sharp), _cer(reader, blurred)
+    assert sharp_cer <= 0.10, blurred_cer
+    assert blurred_cer >= 0.25 and blurred_cer > 3 * sharp_cer, (sharp_cer, blurred_cer)
+
+
+def test_the_shipped_reader_is_small_and_carded():
+    weights = SHIPPED / "diffusion_pytorch_model.safetensors"
+    assert weights.stat().st_size < 1024**2
+    card = (SHIPPED / "README.md").read_text()
+    assert yaml.safe_load(card.split("---")[1])["pipeline_tag"] == "image-to-text"
+    for fact in ("commit", "make label-reader", f"seed {PARAMS.base.chart_seed}", "| sharp |"):
+        assert fact in card
+    scores = json.loads((SHIPPED / "scores.json").read_text())
+    assert scores["sharp"]["test"]["cer"] < scores["gaussian_hard"]["test"]["cer"]
+
+
+def test_a_crop_is_the_label_scaled_to_the_crop_height_left_aligned_on_white():
+    image = np.full((40, 80, 3), 255, np.uint8)
+    image[10:20, 30:44] = np.random.default_rng(0).integers(0, 200, (10, 14, 1))  # a grey label
+    tensor = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 127.5 - 1
+    crop = crop_labels(tensor, torch.tensor([[0.0, 30, 10, 44, 20]]), 16, 64)[0, 0]
+    got = ((crop + 1) * 127.5).numpy()
+    # widened by MARGIN (1.5 px a side): 17 x 13 image px, 13 px to 16 rows, so 21 columns
+    scale = 13 / 16
+    area = (28.5, 8.5, 28.5 + 21 * scale, 21.5)
+    expected = Image.fromarray(image[..., 0]).resize((21, 16), Image.Resampling.BILINEAR, area)
+    assert np.abs(got[:, :21] - np.asarray(expected, float)).max() < 3
+    assert np.all(got[:, 21:] == 255)  # right of the widened box: white, not the chart
+    assert got[3:13, 2:19].mean() < 130  # the label itself, not stretched over the width
+
+
+def test_crops_pass_gradients_back_to_the_images():
+    images = torch.zeros(2, 3, 30, 60, requires_grad=True)
+    boxes = torch.tensor([[1.0, 5, 5, 25, 15]])
+    crop_labels(images, boxes, 16, 64).sum().backward()
+    assert images.grad[1].abs().sum() > 0 and images.grad[0].abs().sum() == 0
+
+
+def test_the_ctc_loss_is_lower_on_sharp_labels_and_reaches_the_images(reader, sharp, blurred):
+    pick = slice(0, 48)
+    targets = torch.zeros(48, 6, dtype=torch.long)
+    lengths = torch.tensor([len(encode(t)) for t in sharp.texts[pick]])
+    for row, text in enumerate(sharp.texts[pick]):
+        targets[row, : len(encode(text))] = torch.tensor(encode(text))
+    boxes = _boxes(sharp)[pick].clone()
+    boxes[:, 0] = torch.arange(48)
+    images = sharp.images(pick).requires_grad_()
+    sharp_loss = ctc_loss(reader, images, boxes, targets, lengths)
+    sharp_loss.backward()
+    blurred_loss = ctc_loss(reader, blurred.images(pick), boxes, targets, lengths)
+    assert sharp_loss.item() < 0.5 * blurred_loss.item(), (sharp_loss.item(), blurred_loss.item())
+    assert images.grad.abs().sum() > 0
+
+
+def test_a_bad_crop_size_is_a_one_line_error_naming_the_key():
+    params = tiny_params()
+    params["label_reader"]["width"] = 63
+    with pytest.raises(ParamsError, match="label_reader.width"):
+        parse_params(params)
+
+
+@pytest.mark.slow  # draws charts and trains a few steps
+def test_linefuse_label_reader_writes_a_loadable_reader_with_a_card(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
+    params = tiny_params()
+    params["label_reader"].update(name="test-reader", charts=4, steps=3, score_charts=2)
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "label-reader", "--workers", "1") == 0
+    folder = tmp_path / "zoo" / "test-reader"
+    loaded = LabelReader.from_pretrained(folder)
+    assert loaded.config.height == params["label_reader"]["height"]
+    card = (folder / "README.md").read_text()
+    assert yaml.safe_load(card.split("---")[1])["library_name"] == "linefuse"
+    assert "3 steps of 64" in card and "make label-reader" in card
+    scores = json.loads((folder / "scores.json").read_text())
+    assert set(scores) == {"sharp", "gaussian_easy", "gaussian_medium", "gaussian_hard"}
