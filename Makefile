@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench base clean
+.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench bank base clean
 
 install: $(STAMP)
 
@@ -33,8 +33,13 @@ repro: $(STAMP) tesseract
 # `make base`: remake the base LineFuse ships (src/linefuse/zoo/<base.name>, its model card says how
 # it was made) from params.yaml's base block; on the GPU if one is visible; resumes from
 # .linefuse/state/base after a stop. Commit the folder it writes.
-base: $(STAMP)
+base: bank
 	$(BIN)/linefuse base
+
+# `make bank`: draw the base's sharp charts (params.yaml base.bank) once, on all cores, into an LMDB
+# env under .linefuse/bank/<fingerprint of the chart params>; a rerun continues after a stop.
+bank: $(STAMP)
+	$(BIN)/linefuse bank
 
 snakemake: $(STAMP) tesseract
 	$(BIN)/snakemake --cores 2
