@@ -62,6 +62,7 @@ BANK_ROOT = Path(".linefuse/bank")
 def bank(fingerprint: str) -> Path:
     return BANK_ROOT / fingerprint
 
+
 # evaluate's plots and samples, and the report built from them
 PLOTS_DIR = Path("plots")
 BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"

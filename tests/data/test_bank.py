@@ -40,10 +40,11 @@ def env_items(folder: Path) -> dict[bytes, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    """A project with a bank of CHARTS tiny charts, built on 2 workers."""
+    """A project with a bank of CHARTS tiny charts, built on 2 workers (seconds: not a pipeline)."""
     project = tmp_path_factory.mktemp("bank")
     bank_params(project)
-    assert run_cli(project, "bank", "--workers", "2") == 0
+    with chdir(project):
+        bank.build_bank(load_params("params.yaml"), workers=2)
     return project
 
 

@@ -121,9 +121,13 @@ def _write(env: lmdb.Environment, drawn, total: int) -> None:
 
 
 def open_bank(folder: Path) -> lmdb.Environment:
-    """Read-only, lock-free, no readahead; one handle per process and env, as py-lmdb allows
-    (keyed by pid: a forked loader worker opens its own, never the parent's)."""
-    key = (os.getpid(), str(Path(folder).resolve()))
+    """Read-only, lock-free, no readahead; one handle per process and env, as py-lmdb allows. A
+    forked loader worker first closes the handles it inherited (an LMDB env must not cross a
+    fork; closing the child's copy leaves the parent's open) and opens its own."""
+    pid = os.getpid()
+    for inherited in [key for key in _READERS if key[0] != pid]:
+        _READERS.pop(inherited).close()
+    key = (pid, str(Path(folder).resolve()))
     if key not in _READERS:
         _READERS[key] = lmdb.open(
             key[1], readonly=True, lock=False, readahead=False, max_readers=512
@@ -168,13 +172,14 @@ class BankCrops(Dataset):
             )
         self.folder = _check_bank(params).resolve()  # workers may start in another folder
         self._env: lmdb.Environment | None = None
+        self._pid: int | None = None  # the process self._env was opened in
 
     def __len__(self) -> int:
         """A pass reuses each chart units_per_chart x crops_per_unit times, as the stream did."""
         return self.base.bank.charts * self.base.units_per_chart * self.base.crops_per_unit
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_env": None}
+        return {**self.__dict__, "_env": None, "_pid": None}
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
         rng = item_rng(self.base.chart_seed, "crop", int(index))
@@ -201,8 +206,8 @@ class BankCrops(Dataset):
 
     def _chart(self, chart: int) -> tuple[np.ndarray, list[dict]]:
         """Chart `chart`'s (H, W, 3) uint8 image and its tick labels."""
-        if self._env is None:
-            self._env = open_bank(self.folder)
+        if self._pid != os.getpid():  # first use here, or in a fork of a process that read
+            self._env, self._pid = open_bank(self.folder), os.getpid()
         with self._env.begin() as txn:
             meta = json.loads(txn.get(_key(chart, "json")))
             raw = txn.get(_key(chart, "rgb"))
