@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench base label-reader clean
+.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench bank base label-reader clean
 
 install: $(STAMP)
 
@@ -33,7 +33,7 @@ repro: $(STAMP) tesseract
 # `make base`: remake the base LineFuse ships (src/linefuse/zoo/<base.name>, its model card says how
 # it was made) from params.yaml's base block; on the GPU if one is visible; resumes from
 # .linefuse/state/base after a stop. Commit the folder it writes.
-base: $(STAMP)
+base: bank
 	$(BIN)/linefuse base
 
 # `make label-reader`: remake the tick-label reader LineFuse ships (src/linefuse/zoo/
@@ -41,6 +41,11 @@ base: $(STAMP)
 # block, on every core. Commit the folder it writes.
 label-reader: $(STAMP)
 	$(BIN)/linefuse label-reader
+
+# `make bank`: draw the base's sharp charts (params.yaml base.bank) once, on all cores, into an LMDB
+# env under .linefuse/bank/<fingerprint of the chart params>; a rerun continues after a stop.
+bank: $(STAMP)
+	$(BIN)/linefuse bank
 
 snakemake: $(STAMP) tesseract
 	$(BIN)/snakemake --cores 2

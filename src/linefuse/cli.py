@@ -95,6 +95,13 @@ def run_pretrain(params: Params, args: argparse.Namespace) -> None:
         written += [job.out_dir, job.metrics_path]
 
 
+def run_bank(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.data.bank import build_bank
+
+    with stage("bank") as written:
+        written.append(build_bank(params, workers=args.workers))
+
+
 def run_base(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.model_card import score_and_card
     from linefuse.train.base import train_base
@@ -317,6 +324,14 @@ def _add_training_stages(commands) -> None:
         "pretrain",
         run_pretrain,
         "train the tiny base UNet on every level (or widen a pretrained one)",
+    )
+    _add_stage(
+        commands,
+        "bank",
+        run_bank,
+        f"draw the base's sharp charts once into an LMDB env under {paths.BANK_ROOT} "
+        "(base.bank; resumable)",
+        workers=True,
     )
     _add_stage(
         commands,

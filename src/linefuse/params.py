@@ -538,6 +538,13 @@ class TextLossParams(Strict):
     ctc: Annotated[float, Field(ge=0.0)]
 
 
+class BankParams(Strict):
+    """The chart bank (`linefuse bank`): sharp charts drawn once, each reused for many crops."""
+
+    charts: PositiveInt
+    label_focus: Probability
+
+
 class BaseParams(Strict):
     """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
     linefuse/zoo/<name>, on charts drawn and degraded on the fly (linefuse.data.stream)."""
@@ -556,6 +563,7 @@ class BaseParams(Strict):
     focus: Probability
     light_fraction: Probability
     light: LightLevels
+    bank: BankParams
     steps: PositiveInt
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
     warmup_steps: Annotated[int, Field(ge=0)]

@@ -55,6 +55,13 @@ EVAL_JSON = METRICS_DIR / "eval.json"  # evaluate's headline: what `dvc exp show
 EVAL_DETAIL = Path("reports/eval_detail.json")  # every table evaluate makes (the report's input)
 LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
+# the base's chart bank (linefuse bank): an LMDB env per chart-params fingerprint, resumable
+BANK_ROOT = Path(".linefuse/bank")
+
+
+def bank(fingerprint: str) -> Path:
+    return BANK_ROOT / fingerprint
+
 
 # evaluate's plots and samples, and the report built from them
 PLOTS_DIR = Path("plots")

@@ -301,6 +301,12 @@ MUTATIONS = [
         "train.unfreeze.level",
         "not a curriculum level",
     ),
+    (
+        "bank label focus above one",
+        lambda p: p["base"]["bank"].update(label_focus=1.5),
+        "base.bank.label_focus",
+        "less than or equal to 1",
+    ),
 ]
 
 
