@@ -17,13 +17,14 @@ benchmarks/results/text_losses-<device>.json, written after each variant; a reru
 variants already there.
 
     python benchmarks/text_losses.py [--steps 200] [--batch 16] [--lr 2e-4] [--score-charts 12]
+        [--bank-charts 400]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -123,10 +124,14 @@ def main() -> None:
     parser.add_argument("--ctc", type=float, default=0.05)
     parser.add_argument("--laplacian", type=float, default=0.5)
     parser.add_argument("--score-charts", type=int, default=12)
+    parser.add_argument("--bank-charts", type=int, default=400)
     args = parser.parse_args()
     params = load_params(args.params)
+    bank = params.base.bank.model_copy(update={"charts": args.bank_charts})
     params = params.model_copy(
-        update={"base": params.base.model_copy(update={"score_charts": args.score_charts})}
+        update={
+            "base": params.base.model_copy(update={"score_charts": args.score_charts, "bank": bank})
+        }
     )
     build_bank(params, workers=os.cpu_count() or 1)
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from conftest import (
 )
 
 SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").base.name)
+READER = paths.zoo_model(load_params(ROOT / "params.yaml").base.text.reader)
 
 
 def stream_params(**base) -> dict:
@@ -76,26 +78,48 @@ def test_base_charts_are_new_and_never_from_a_held_out_family():
 
 
 @pytest.mark.slow
-def test_linefuse_base_trains_scores_and_writes_a_diffusers_folder_with_a_card(
+def test_linefuse_base_trains_on_the_bank_with_the_text_terms_and_writes_a_carded_folder(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
-    params = stream_params(name="test-base", steps=6, checkpoint_every=3, workers=0, score_charts=2)
-    params["model"]["unet"] = "tiny"  # the shipped base is not in this test's zoo
+    """linefuse bank, then linefuse base fine-tuning the shipped base with the label weight and
+    the shipped reader's CTC loss: the step log holds the CTC term, the folder loads, the card
+    says how it was made and scores.json holds the tick labels' error rates."""
+    zoo = tmp_path / "zoo"
+    for shipped in (SHIPPED, READER):
+        shutil.copytree(shipped, zoo / shipped.name)
+    monkeypatch.setattr(paths, "ZOO_DIR", zoo)
+    params = stream_params(
+        name="test-base", steps=6, checkpoint_every=3, workers=0, score_charts=2, crop=48
+    )
+    params["base"].update(init=SHIPPED.name, bank={"charts": 6, "label_focus": 1.0})
+    params["base"]["text"].update(label_weight=4.0, ctc=0.1)
     write_params(tmp_path, params)
+    assert run_cli(tmp_path, "bank") == 0
     assert run_cli(tmp_path, "base") == 0
-    folder = tmp_path / "zoo" / "test-base"
+    folder = zoo / "test-base"
     unet = UNet2DConditionModel.from_pretrained(folder)
     assert unet.config.in_channels == 6 and unet.config.out_channels == 3
     card = (folder / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])
     assert front["library_name"] == "diffusers"
-    for fact in ("6 steps of 12", "seed 1", "make base", "| test |"):
-        assert fact in card
+    for fact in ("6 steps of 12", "seed 1", "make base", "| test |", SHIPPED.name, "CTC"):
+        assert fact in card, fact
     scores = json.loads((folder / "scores.json").read_text())
     assert scores["test"]["samples"] + scores["held_out"].get("samples", 0) == 2 * 15
+    for split in ("test", "held_out"):
+        for rates in (scores[split].get("cer") or {}).values():
+            assert 0 <= rates["sharp"] <= rates["input"] + 0.5
+    steps = [json.loads(line) for line in (tmp_path / "logs/base/steps.jsonl").open()]
+    assert steps and all(record["ctc"] > 0 for record in steps)
     metrics = json.loads((tmp_path / "metrics/train/base.json").read_text())
     assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0
+
+
+def test_the_base_needs_its_bank_and_says_how_to_make_it(tmp_path, capsys):
+    write_params(tmp_path, stream_params(workers=0))
+    assert run_cli(tmp_path, "base") == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "linefuse bank" in error[0], error
 
 
 def test_the_shipped_base_is_small_named_by_default_and_carded():

@@ -67,18 +67,22 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
         "## How it was made",
         "",
         f"- Command: `make base` (`linefuse base`), at commit `{commit()}`.",
-        f"- Architecture: `{base.unet}` ({metrics['total_params']:,} parameters), trained from "
-        "scratch.",
-        f"- Data: charts drawn on the fly from `data.charts`, widened by `base.chart_overrides` "
-        f"({', '.join(base.chart_overrides) or 'none'}), with seed {base.chart_seed} (the "
-        f"default data uses {params.data.charts.seed}), never the held-out families "
-        f"({', '.join(params.data.charts.held_out)}); each chart degraded in "
-        f"{base.units_per_chart} random (domain, level) units, {base.light_fraction:.0%} of them "
-        f"light, {base.crops_per_unit} crops of {base.crop} px each; "
+        f"- Architecture: `{base.unet}` ({metrics['total_params']:,} parameters), "
+        + (
+            f"fine-tuned from `{base.init}` (its own card says how that was made)."
+            if base.init
+            else "trained from scratch."
+        ),
+        f"- Data: a bank of {base.bank.charts:,} sharp charts (`make bank`) drawn once from "
+        f"`data.charts` with `base.chart_overrides` and seed {base.chart_seed} (the default data "
+        f"uses {params.data.charts.seed}), never the held-out families "
+        f"({', '.join(params.data.charts.held_out)}); each step crops {base.crop} px windows "
+        f"({base.bank.label_focus:.0%} centred on a tick label) and degrades them on the training "
+        f"device in a random (domain, level), {base.light_fraction:.0%} of them light; "
         f"{params.optim.identity_fraction:.0%} identity pairs.",
-        f"- Training: {base.steps:,} steps of {base.batch_size} ({samples:,} pairs, "
-        f"{samples // base.units_per_chart // base.crops_per_unit:,} charts), AdamW lr "
-        f"{base.lr:g}, warmup {base.warmup_steps}, cosine; loss and timesteps from `optim`.",
+        f"- Training: {base.steps:,} steps of {base.batch_size} ({samples:,} pairs), AdamW lr "
+        f"{base.lr:g}, warmup {base.warmup_steps}, cosine; loss and timesteps from `optim`"
+        f"{_text_terms(params)}.",
         f"- Device: {metrics['device']} ({metrics['device_reason']}), precision "
         f"{metrics['precision']}; {hours:.2f} hours in the training loop"
         + (
@@ -107,11 +111,43 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
         + ", ".join(f"{d} {g:+.2f}" for d, g in test.get("by_domain", {}).items())
         + ".",
         "",
+        *_cer_table(scores),
         "## Remake it",
         "",
         "`make base` (resumes from `.linefuse/state/base`), then commit this folder.",
     ]
     (folder / CARD).write_text("\n".join(lines) + "\n")
+
+
+def _text_terms(params: Params) -> str:
+    """What the loss reads of the tick labels, as a clause of the Training line."""
+    text, laplacian = params.base.text, params.optim.loss.laplacian
+    terms = [f"tick-label pixels weighted 1 + {text.label_weight:g}"] if text.label_weight else []
+    if text.ctc:
+        terms.append(f"the `{text.reader}` reader's CTC loss on the restored labels x {text.ctc:g}")
+    if laplacian:
+        terms.append(f"the error's Laplacian x {laplacian:g}")
+    return f"; plus {', '.join(terms)}" if terms else ""
+
+
+def _cer_table(scores: dict) -> list[str]:
+    """The tick labels' character error rate (Tesseract) per split and level, where read."""
+    rows = [
+        f"| {split.replace('_', ' ')} | {level} | {r['input']:.3f} | {r['model']:.3f} | "
+        f"{r['sharp']:.3f} |"
+        for split in ("test", "held_out")
+        for level, r in (scores.get(split, {}).get("cer") or {}).items()
+    ]
+    if not rows:
+        return []
+    return [
+        "Tick labels read by Tesseract, character error rate (pooled over the domains):",
+        "",
+        "| split | level | input | model | sharp chart |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def loop_hours(step_log, batch_size: int) -> float:
