@@ -547,7 +547,8 @@ class BankParams(Strict):
 
 class BaseParams(Strict):
     """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
-    linefuse/zoo/<name>, on charts drawn and degraded on the fly (linefuse.data.stream)."""
+    linefuse/zoo/<name>, on crops of a bank of sharp charts (linefuse.data.bank) degraded on
+    the training device (linefuse.data.degrade_torch)."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     unet: str  # the architecture trained from scratch: tiny or a diffusers UNet config folder

@@ -115,13 +115,6 @@ def test_linefuse_base_trains_on_the_bank_with_the_text_terms_and_writes_a_carde
     assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0
 
 
-def test_the_base_needs_its_bank_and_says_how_to_make_it(tmp_path, capsys):
-    write_params(tmp_path, stream_params(workers=0))
-    assert run_cli(tmp_path, "base") == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "linefuse bank" in error[0], error
-
-
 def test_the_shipped_base_is_small_named_by_default_and_carded():
     assert load_params(ROOT / "params.yaml").model.unet == SHIPPED.name
     weights = SHIPPED / "diffusion_pytorch_model.safetensors"

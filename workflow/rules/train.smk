@@ -136,6 +136,7 @@ rule evaluate:
         "src/linefuse/evaluate/metrics.py",
         "src/linefuse/evaluate/chart_metrics.py",
         "src/linefuse/evaluate/ocr.py",
+        "src/linefuse/data/labels.py",
         "src/linefuse/hardware.py",
     output:
         "reports/samples.png",
