@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--laplacian", type=float, default=0.5)
     parser.add_argument("--score-charts", type=int, default=12)
     parser.add_argument("--bank-charts", type=int, default=400)
+    parser.add_argument("--suffix", default="", help="appended to each variant's name in the file")
     args = parser.parse_args()
     params = load_params(args.params)
     bank = params.base.bank.model_copy(update={"charts": args.bank_charts})
@@ -141,20 +142,21 @@ def main() -> None:
     if "init" not in results:  # the starting point, untrained: what every variant moves from
         results["init"] = score_base(params, paths.unet_folder(args.init), device, charts)
     for variant in args.variants:
-        if variant in results["variants"]:
+        name = variant + args.suffix
+        if name in results["variants"]:
             continue
         run_params = variant_params(params, variant, args)
         model, figures = train_variant(run_params, args)
         with tempfile.TemporaryDirectory() as folder:
             save_base(model, Path(folder), zero_prompt(args.init))
             scores = score_base(run_params, Path(folder), device, charts)
-        results["variants"][variant] = {**figures, "scores": scores}
-        results["settings"] = {k: v for k, v in vars(args).items() if k != "variants"}
+        settings = {k: v for k, v in vars(args).items() if k not in ("variants", "suffix")}
+        results["variants"][name] = {**figures, "settings": settings, "scores": scores}
         results["machine"] = machine_summary()
         out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         test = scores["test"]
         print(
-            f"{variant}: test {test['mean']:+.2f} dB, cer {test.get('cer')}, "
+            f"{name}: test {test['mean']:+.2f} dB, cer {test.get('cer')}, "
             f"{figures['train_seconds']:.0f} s",
             flush=True,
         )
