@@ -1,10 +1,12 @@
 """Mean test gain against training compute, per backbone: how far more compute carries a model.
 
 Compute is counted in units of the default pretrain (pretrain.steps x optim.batch_size training
-pairs). Each backbone trains once from scratch on the base's recipe (params `base`: charts drawn
-and degraded on the fly, its batch and learning rate) with the learning rate held constant after
-warmup, and is scored at every doubling of compute (1x, 2x, 4x, ...) on the base's scoring charts
-(linefuse.evaluate.base_scores: default charts it never trains on, whole, every domain and level).
+pairs). Each backbone trains once from scratch on the base's recipe (params `base`: crops of the
+chart bank degraded on the training device, its batch and learning rate; the points to 128x were
+trained on charts drawn per pair, linefuse.data.stream.ChartPairs) with the learning rate held
+constant after warmup, and is scored at every doubling of compute (1x, 2x, 4x, ...) on the
+base's scoring charts (linefuse.evaluate.base_scores: default charts it never trains on, whole,
+every domain and level).
 One constant-rate run scored along the way is an "anytime" curve: a run planned for one budget,
 with a decaying rate, ends a little higher at that budget.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -29,11 +32,12 @@ import torch
 from diffusers.optimization import get_constant_schedule_with_warmup
 
 from linefuse import paths
-from linefuse.data.stream import ChartPairs
+from linefuse.data.bank import BankCrops, build_bank
 from linefuse.evaluate.base_scores import score_base, scoring_charts
 from linefuse.hardware import machine_summary
 from linefuse.params import load_params
 from linefuse.train.base import base_run_params
+from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.loop import (
     Trainer,
@@ -116,7 +120,7 @@ def train_and_score(params, backbone: str, multiples: list[int], budget_s: float
         run_params.loader,
         batch,
         params.optim.seed,
-        dataset=ChartPairs(run_params),
+        dataset=BankCrops(run_params),
         shuffle=False,
     )
     batches = stream.batches(skip=step)
@@ -129,8 +133,11 @@ def train_and_score(params, backbone: str, multiples: list[int], budget_s: float
         target_steps = math.ceil(multiple * unit / batch)
         leg_started, leg_start_step = time.perf_counter(), step
         while step < target_steps:
-            blurred, sharp, index = next(batches)
-            training_step(trainer, blurred, sharp, prompt[index], step, 0)
+            generator = step_generator(run_params, step, 0, 0)
+            pair = device_pairs(run_params, next(batches), accelerator.device, generator)
+            blurred, sharp, labels = pair
+            prompts = prompt.expand(len(blurred), -1, -1)
+            training_step(trainer, blurred, sharp, prompts, step, 0, labels=labels)
             step += 1
         train_s = time.perf_counter() - leg_started
         with tempfile.TemporaryDirectory() as folder:
@@ -179,6 +186,7 @@ def main() -> None:
     params = load_params(args.params)
     multiples = [2**k for k in range(int(math.log2(args.max_multiple)) + 1)]
     torch.manual_seed(0)
+    build_bank(params, workers=os.cpu_count() or 1)
     for backbone in args.backbones:
         train_and_score(params, backbone, multiples, args.budget_s)
 
