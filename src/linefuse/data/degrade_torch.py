@@ -6,6 +6,9 @@ PIL in loader processes. Each domain follows degrade.py's formula with the range
 level. It is a twin in distribution, not bit for bit: the draws come from torch generators, the
 JPEG is kornia's differentiable codec, and smooth fields are bicubic instead of spline zooms.
 
+kornia is imported by the functions that use it: it takes seconds to import, and every stage
+process imports this module through the training loop, while only the base degrades on the device.
+
 Every draw comes from a CPU `torch.Generator`, so a CPU and a GPU run draw the same values.
 `degrade_batch` draws one seed per sample and each sample draws the rest from its own generator,
 so a sample's output depends on its pixels, unit and seed only, never on the batch around it.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import kornia
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -138,6 +140,8 @@ def _half_sample_pad(image: Tensor, pad_y: int, pad_x: int) -> Tensor:
 
 def _gaussian_blur(image: Tensor, sigmas: Tensor) -> Tensor:
     """Per-sample isotropic Gaussian blur; kornia's separable filter takes (B, k) taps."""
+    import kornia  # here, not at the top: see the module docstring
+
     taps = _gaussian_taps(sigmas)
     radius = taps.shape[1] // 2
     padded = _half_sample_pad(image, radius, radius)
@@ -182,6 +186,8 @@ def _gaussian(image: Tensor, levels: list, generators: list) -> Tensor:
 
 def _motion(image: Tensor, levels: list, generators: list) -> Tensor:
     """Camera shake: a straight line PSF, convolved (not correlated) as ndimage.convolve does."""
+    import kornia  # here, not at the top: see the module docstring
+
     lengths = _integers(generators, lambda i: levels[i].length)
     angles = _uniform(generators, lambda i: levels[i].angle, image.device)
     kernels = _motion_kernels(lengths, angles)
