@@ -24,6 +24,13 @@ TRAIN_CODE = [
     "src/linefuse/train/diffusion.py",
     "src/linefuse/train/trainset.py",
     "src/linefuse/hardware.py",
+    "src/linefuse/train/base_batches.py",
+    "src/linefuse/train/label_reader.py",
+    "src/linefuse/data/bank.py",
+    "src/linefuse/data/degrade_torch.py",
+    "src/linefuse/data/jpeg.py",
+    "src/linefuse/data/label_patches.py",
+    "src/linefuse/cli.py",
 ]
 
 
