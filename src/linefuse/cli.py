@@ -67,12 +67,12 @@ def run_shard(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_embed(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.layout import MANIFEST
+    from linefuse.data.layout import SHARD_MANIFEST
     from linefuse.train.embed import embed_level
 
     level = _known_level(params, args.level)
     shards = paths.shards(level)
-    if not (shards / MANIFEST).is_file():
+    if not (shards / SHARD_MANIFEST).is_file():
         raise UserError(f"{shards} is missing; run `linefuse shard --level {level}` first")
     out = paths.embeddings(level)
     with stage(f"embed@{level}") as written:

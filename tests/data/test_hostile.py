@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from linefuse.train.embed import EmbeddedPairs
+from linefuse.data.readers import EmbeddedPairs
 
 from conftest import LEVELS, run_cli, tiny_params, write_params
 from test_index import KEPT, make_hostile_folder

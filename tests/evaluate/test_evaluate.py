@@ -20,14 +20,13 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 
 from linefuse.data.degrade import blur_kernel
-from linefuse.data.readers import LmdbPairs
+from linefuse.data.readers import EmbeddedPairs, LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.params import DOMAINS, MetricParams, load_params
 from linefuse.serve.restorer import Restorer
 from linefuse.stage import UserError
-from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.model import load_null_prompt
 
 from conftest import LEVELS, file_digests, needs_tesseract, run_cli, tiny_params, write_params

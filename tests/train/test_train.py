@@ -22,9 +22,9 @@ import yaml
 from peft import PeftModel
 from safetensors.torch import load_file
 
+from linefuse.data.readers import EmbeddedPairs
 from linefuse.params import parse_params
 from linefuse.train.diffusion import noise_scheduler, restored_from, sample, weighted_loss
-from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.loop import (
     _validation_losses,
     _warn_if_barely_restoring,
@@ -522,7 +522,7 @@ def test_memory_warning_names_the_key(tmp_path, caplog):
 def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_project, tmp_path):
     """train.adapters: per_domain -> one adapter per domain, trained on that domain's samples
     only, and a `cat` merge whose update is exactly the weighted sum of theirs."""
-    from linefuse.train.domains import domain_adapters
+    from linefuse.train.model import domain_adapters
     from linefuse.train.trainset import map_dataset
 
     project = _copy_project(trained_project, tmp_path / "domains")

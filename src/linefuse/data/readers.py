@@ -1,4 +1,5 @@
-"""Readers over one shard@LEVEL directory: a map-style LMDB dataset and a WebDataset pipeline.
+"""Readers over one shard@LEVEL directory (a map-style LMDB dataset and a WebDataset pipeline) and
+over one embed@LEVEL directory (EmbeddedPairs).
 
 Both yield `(blurred, sharp, meta)` with uint8 (H, W, 3) arrays and the same meta dict, so a
 training loop can switch reader without changing a result.
@@ -12,15 +13,25 @@ from pathlib import Path
 import lmdb
 import numpy as np
 import polars as pl
+import torch
 import webdataset as wds
 
-from linefuse.data.layout import LMDB_DIR, MANIFEST, WDS_DIR
+from linefuse.data.layout import (
+    EMBEDDINGS_MANIFEST,
+    LMDB_DIR,
+    NULL_PROMPT,
+    PROMPTS,
+    SHARD_MANIFEST,
+    WDS_DIR,
+    split_file,
+)
+from linefuse.stage import UserError
 
 META_FIELDS = ("key", "image_id", "domain", "level", "split", "patch")
 
 
 def read_manifest(level_dir: str | Path, split: str | None = None) -> pl.DataFrame:
-    manifest = pl.read_parquet(Path(level_dir) / MANIFEST)
+    manifest = pl.read_parquet(Path(level_dir) / SHARD_MANIFEST)
     if split is not None:
         manifest = manifest.filter(pl.col("split") == split)
     return manifest.sort("key")
@@ -77,8 +88,6 @@ def collate_pairs(batch: list[tuple]) -> tuple:
 
     torch's default collate cannot merge metas whose drawn params differ between domains.
     """
-    import torch
-
     blurred, sharp, metas = zip(*batch, strict=True)
     return torch.from_numpy(np.stack(blurred)), torch.from_numpy(np.stack(sharp)), list(metas)
 
@@ -110,3 +119,65 @@ def webdataset_pairs(
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     return dataset.decode().map(_as_triple)
+
+
+class EmbeddedPairs:
+    """Map-style dataset over one split of an embeddings dir.
+
+    __getitem__(i) -> (blurred float32 CHW, sharp float32 CHW, prompt_index int). The split's
+    safetensors file is loaded once, lazily on first access, so the dataset pickles cheaply into
+    DataLoader workers (each loads its own copy).
+    """
+
+    def __init__(self, embed_dir: str | Path, split: str):
+        self.root = Path(embed_dir)
+        self.split = split
+        self.manifest = json.loads((self.root / EMBEDDINGS_MANIFEST).read_text())
+        if split not in self.manifest["splits"]:
+            raise UserError(
+                f"{self.root} holds no {split} split (it has "
+                f"{', '.join(self.manifest['splits']) or 'none'}); check embed.splits"
+            )
+        entry = self.manifest["splits"][split]
+        self.keys: list[str] = list(entry["keys"])
+        self.shape: tuple[int, ...] = tuple(entry["shape"])
+        self.path = self.root / split_file(split)
+        self._tensors: dict[str, torch.Tensor] | None = None
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The whole split as stored ('blurred', 'sharp' in the embed dtype, 'prompt' int64)."""
+        if self._tensors is None:
+            from safetensors.torch import load_file
+
+            self._tensors = load_file(str(self.path))
+        return self._tensors
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        tensors = self.tensors()
+        return (
+            tensors["blurred"][index].to(torch.float32),
+            tensors["sharp"][index].to(torch.float32),
+            int(tensors["prompt"][index]),
+        )
+
+    def prompt_embeddings(self) -> torch.Tensor:
+        """The prompt table, float32 (P, seq, dim)."""
+        from safetensors.torch import load_file
+
+        return load_file(str(self.root / PROMPTS))["embeddings"].to(torch.float32)
+
+    def null_prompt(self) -> torch.Tensor:
+        """The empty prompt's row of the table, (1, seq, dim): what restoring conditions on."""
+        prompts = self.manifest["prompts"]
+        if NULL_PROMPT not in prompts:
+            raise UserError(
+                f"{self.root} has no empty prompt in its table (embedded before "
+                f"LineFuse always added it); rerun `linefuse embed`"
+            )
+        return self.prompt_embeddings()[prompts.index(NULL_PROMPT)][None]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_tensors": None}

@@ -24,7 +24,7 @@ import webdataset as wds
 
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.images import load_rgb
-from linefuse.data.layout import LMDB_DIR, MANIFEST, PAIR_LAYOUT, WDS_DIR, sample_key
+from linefuse.data.layout import LMDB_DIR, PAIR_LAYOUT, SHARD_MANIFEST, WDS_DIR, sample_key
 from linefuse.params import SPLITS, Params
 from linefuse.stage import ordered_map
 
@@ -244,7 +244,7 @@ def build_level(
         writer.abort()
         raise
     manifest = writer.close()
-    manifest.write_parquet(out_dir / MANIFEST)
+    manifest.write_parquet(out_dir / SHARD_MANIFEST)
     counts = manifest.group_by("split").len().rows()
     return {
         "samples": {split: dict(counts).get(split, 0) for split in SPLITS},

@@ -41,7 +41,7 @@ from linefuse.evaluate.tables import few_step, sweep, tables
 from linefuse.hardware import Choice, cpu_model
 from linefuse.params import Params
 from linefuse.serve.restorer import Restorer
-from linefuse.train.domains import domain_adapters
+from linefuse.train.model import domain_adapters
 
 log = logging.getLogger("linefuse")
 EVALUATED = ("test", "held_out")  # the splits scored; held_out: chart families never trained on

@@ -59,7 +59,7 @@ class Restorer:
         self.unet = unet.to(self.device).eval()
         self.vae = None
         if params.model.vae is not None:
-            from linefuse.train.embed import load_vae
+            from linefuse.train.model import load_vae
 
             self.vae = load_vae(params.model.vae).to(self.device)
         self.prompt = load_null_prompt(base_dir).to(self.device)

@@ -16,27 +16,14 @@ import shutil
 from pathlib import Path
 
 from linefuse import paths
+from linefuse.data.layout import ADAPTERS_MANIFEST, COMBINED
 from linefuse.params import Params
 from linefuse.stage import atomic_dir, write_json
 from linefuse.train.loop import Job, run
 
 log = logging.getLogger("linefuse")
-MANIFEST = "manifest.json"
-COMBINED = "combined"
 METRICS_PATH = paths.train_metrics("domains")
 LOG_DIR = paths.train_logs("domains")
-
-
-def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
-    """The manifest train_domains wrote: {"adapters": {domain: dir}, "combined": dir | None}."""
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        return {"adapters": {}, "combined": None}
-    content = json.loads(manifest.read_text())
-    return {
-        "adapters": {domain: folder / name for domain, name in content["adapters"].items()},
-        "combined": folder / content["combined"] if content["combined"] else None,
-    }
 
 
 def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
@@ -89,7 +76,7 @@ def train_domain_adapters(params: Params) -> dict:
             )
             (logs / "README.txt").write_text(note + "\n")  # DVC warns on an empty output
             log.info("train_domains: %s", note)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        (tmp / ADAPTERS_MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     write_json(METRICS_PATH, metrics)
     return metrics
 

@@ -28,34 +28,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from linefuse.data.layout import EMBEDDINGS_MANIFEST, NULL_PROMPT, PROMPTS, split_file
 from linefuse.data.readers import LmdbPairs
 from linefuse.data.transforms import normalise
 from linefuse.params import EmbedParams, ModelParams, Params
 from linefuse.stage import UserError
-from linefuse.train.model import unet_config
+from linefuse.train.model import load_vae, unet_config
 
 log = logging.getLogger("linefuse")
 
-MANIFEST = "manifest.json"
-PROMPTS = "prompts.safetensors"
-NULL_PROMPT = ""
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # transformers' stand-in when a tokenizer folder sets no model_max_length
 _UNSET_MAX_LENGTH = 1_000_000
-
-
-def split_file(split: str) -> str:
-    return f"{split}.safetensors"
-
-
-def load_vae(path: str):
-    """A local diffusers AutoencoderKL folder, frozen and in eval mode (never a hub id)."""
-    from diffusers import AutoencoderKL
-
-    vae = AutoencoderKL.from_pretrained(path, local_files_only=True)
-    vae.eval()
-    vae.requires_grad_(False)
-    return vae
 
 
 def _shift_factor(vae) -> float:
@@ -216,7 +200,7 @@ def embed_level(
     if shift:
         manifest["shift_factor"] = shift  # only for VAEs that set one (SD3/Flux)
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    (out_dir / MANIFEST).write_text(text)
+    (out_dir / EMBEDDINGS_MANIFEST).write_text(text)
     written += len(text.encode())
     return {
         "mode": encoder.mode,
@@ -391,68 +375,3 @@ def _encode_pairs(
         encoded.seconds += time.perf_counter() - started
         bar.update(len(blurred))
     return out
-
-
-# --- reading -----------------------------------------------------------------------------------
-
-
-class EmbeddedPairs:
-    """Map-style dataset over one split of an embeddings dir.
-
-    __getitem__(i) -> (blurred float32 CHW, sharp float32 CHW, prompt_index int). The split's
-    safetensors file is loaded once, lazily on first access, so the dataset pickles cheaply into
-    DataLoader workers (each loads its own copy).
-    """
-
-    def __init__(self, embed_dir: str | Path, split: str):
-        self.root = Path(embed_dir)
-        self.split = split
-        self.manifest = json.loads((self.root / MANIFEST).read_text())
-        if split not in self.manifest["splits"]:
-            raise UserError(
-                f"{self.root} holds no {split} split (it has "
-                f"{', '.join(self.manifest['splits']) or 'none'}); check embed.splits"
-            )
-        entry = self.manifest["splits"][split]
-        self.keys: list[str] = list(entry["keys"])
-        self.shape: tuple[int, ...] = tuple(entry["shape"])
-        self.path = self.root / split_file(split)
-        self._tensors: dict[str, torch.Tensor] | None = None
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """The whole split as stored ('blurred', 'sharp' in the embed dtype, 'prompt' int64)."""
-        if self._tensors is None:
-            from safetensors.torch import load_file
-
-            self._tensors = load_file(str(self.path))
-        return self._tensors
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
-        tensors = self.tensors()
-        return (
-            tensors["blurred"][index].to(torch.float32),
-            tensors["sharp"][index].to(torch.float32),
-            int(tensors["prompt"][index]),
-        )
-
-    def prompt_embeddings(self) -> torch.Tensor:
-        """The prompt table, float32 (P, seq, dim)."""
-        from safetensors.torch import load_file
-
-        return load_file(str(self.root / PROMPTS))["embeddings"].to(torch.float32)
-
-    def null_prompt(self) -> torch.Tensor:
-        """The empty prompt's row of the table, (1, seq, dim): what restoring conditions on."""
-        prompts = self.manifest["prompts"]
-        if NULL_PROMPT not in prompts:
-            raise UserError(
-                f"{self.root} has no empty prompt in its table (embedded before "
-                f"LineFuse always added it); rerun `linefuse embed`"
-            )
-        return self.prompt_embeddings()[prompts.index(NULL_PROMPT)][None]
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_tensors": None}

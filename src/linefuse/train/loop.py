@@ -26,7 +26,8 @@ from safetensors.torch import load_file
 
 from linefuse import paths
 from linefuse.data.bank import BankCrops
-from linefuse.data.layout import MANIFEST as SHARD_MANIFEST
+from linefuse.data.layout import SHARD_MANIFEST
+from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
@@ -46,7 +47,6 @@ from linefuse.train.diffusion import (
     start_noise,
     weighted_loss,
 )
-from linefuse.train.embed import EmbeddedPairs
 from linefuse.train.label_reader import LabelReader, ctc_loss
 from linefuse.train.model import (
     add_lora,

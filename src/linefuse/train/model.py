@@ -17,11 +17,23 @@ from diffusers import UNet2DConditionModel
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from linefuse import paths
+from linefuse.data.layout import ADAPTERS_MANIFEST
 from linefuse.params import LoraParams
 from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError
 
 NULL_PROMPT_FILE = "null_prompt.safetensors"
+
+
+def load_vae(path: str):
+    """A local diffusers AutoencoderKL folder, frozen and in eval mode (never a hub id)."""
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL.from_pretrained(path, local_files_only=True)
+    vae.eval()
+    vae.requires_grad_(False)
+    return vae
 
 
 def unet_config(spec: str) -> dict:
@@ -227,3 +239,15 @@ def quantize_frozen(unet: nn.Module, scheme: str | None) -> None:
     ]
     quanto.quantize(unet, weights=getattr(quanto, scheme), exclude=trainable or None)
     quanto.freeze(unet)
+
+
+def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
+    """The manifest train_domains wrote: {"adapters": {domain: dir}, "combined": dir | None}."""
+    manifest = folder / ADAPTERS_MANIFEST
+    if not manifest.is_file():
+        return {"adapters": {}, "combined": None}
+    content = json.loads(manifest.read_text())
+    return {
+        "adapters": {domain: folder / name for domain, name in content["adapters"].items()},
+        "combined": folder / content["combined"] if content["combined"] else None,
+    }

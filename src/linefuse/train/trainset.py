@@ -18,10 +18,9 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, Sampler, SequentialSampler, Subset
 
 from linefuse.data.layout import key_domain
-from linefuse.data.readers import LmdbPairs, shard_urls, webdataset_pairs
+from linefuse.data.readers import EmbeddedPairs, LmdbPairs, shard_urls, webdataset_pairs
 from linefuse.data.transforms import normalise_pair
 from linefuse.params import LoaderParams
-from linefuse.train.embed import EmbeddedPairs
 
 
 class PixelPairs:
