@@ -71,6 +71,8 @@ def tiny_params() -> dict:
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
     params["tiles"]["size"] = 128  # the tests' uploads and charts are cut into tiles
     params["eval"]["ocr"]["max_images"] = 2  # labels read on 2 images a cell: less time
+    # several step counts, so the sweep's table, plot and few-step comparison are exercised
+    params["eval"]["sweep"]["steps"] = [1, 4, 8]
     params["shards"].update(crop=32, patches_per_image=2, val_crop=48, samples_per_shard=16)
     params["embed"].update(batch_size=16)
     params["optim"].update(batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5)
