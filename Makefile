@@ -6,16 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 # Where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) no .pyc is ever written, and every
-# stage process spent 14 s instead of 6 s importing torch, diffusers and peft from source; let the
-# first import cache them (cheaper than uv's --compile-bytecode of the whole 2 GB venv: 25 s).
+# stage process compiles torch, diffusers and peft from source again on import; let the first
+# import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install repro snakemake sweep test test-fast chromium tesseract bench bank base label-reader clean
 
 install: $(STAMP)
 
-# uv installs the same pins as pip would, but fetches in parallel: a fresh .venv took 18 s against
-# pip's 270 s here (113 packages). pip's find-links, where a local CPU torch wheel may lie, are
+# uv installs the same pins as pip would, but fetches in parallel, so a fresh .venv is made far
+# sooner (docs/benchmarks.md). pip's find-links, where a local CPU torch wheel may lie, are
 # passed on (uv reads no pip config); pip alone is the fallback when uv cannot be had.
 UV_VERSION ?= 0.13.9
 FIND_LINKS ?= $(PIP_FIND_LINKS)
@@ -77,15 +77,15 @@ test: $(STAMP) chromium tesseract
 	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q
 
 # `make test-fast`: the same checks without the tests marked slow (every test that builds or runs a
-# pipeline, or trains: tests/conftest.py marks them), a loop of a few minutes instead of the
-# whole suite's quarter hour.
+# pipeline, or trains: tests/conftest.py marks them), a quick loop beside the whole suite (its
+# time: docs/benchmarks.md).
 test-fast: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -m "not slow"
 
 # tests/report/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
-# when missing (about 25 s), with sudo when not root.
+# when missing, with sudo when not root.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { echo "make: installing chromium for tests/report/test_report.py"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \

@@ -40,7 +40,7 @@ def env_items(folder: Path) -> dict[bytes, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    """A project with a bank of CHARTS tiny charts, built on 2 workers (seconds: not a pipeline)."""
+    """A project with a bank of CHARTS tiny charts, built on 2 workers (quick: not a pipeline)."""
     project = tmp_path_factory.mktemp("bank")
     bank_params(project)
     with chdir(project):

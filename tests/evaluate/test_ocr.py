@@ -37,8 +37,9 @@ def _labels(sidecar: dict) -> list[ocr.Label]:
 
 @needs_tesseract
 def test_sharp_labels_read_right_and_blurred_ones_wrong():
-    """The first 12 default charts (6-9 pt labels at 72-100 dpi, 417 characters): 4.3% of the
-    sharp charts' characters read wrong, 99% after a Gaussian blur of sigma 2 px."""
+    """The first 12 default charts (6-9 pt labels at 72-100 dpi, 417 characters): few of the
+    sharp charts' characters read wrong, nearly all after a Gaussian blur of sigma 2 px (the rates
+    measured: docs/experiments.md, "Reading tick labels")."""
     cfg = load_params(ROOT / "params.yaml").data.charts
     edits, drawn = np.zeros(2), 0
     for index in range(12):

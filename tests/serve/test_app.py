@@ -193,7 +193,7 @@ def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
 
 
 def _long_upload() -> dict:
-    """330 x 300 px: twelve tiles, several seconds at ten steps on 2 CPU cores."""
+    """330 x 300 px: twelve tiles at ten steps, a restore that outlasts the client's wait."""
     ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
     image = np.broadcast_to(ramp, (330, 300, 3)).astype(np.uint8)
     return {"file": ("long.png", _png(image), "image/png")}

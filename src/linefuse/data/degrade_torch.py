@@ -6,8 +6,8 @@ PIL in loader processes. Each domain follows degrade.py's formula with the range
 level. It is a twin in distribution, not bit for bit: the draws come from torch generators, the
 JPEG is kornia's differentiable codec, and smooth fields are bicubic instead of spline zooms.
 
-kornia is imported by the functions that use it: it takes seconds to import, and every stage
-process imports this module through the training loop, while only the base degrades on the device.
+kornia is imported by the functions that use it: it is slow to import, and every stage process
+imports this module through the training loop, while only the base degrades on the device.
 
 Every draw comes from a CPU `torch.Generator`, so a CPU and a GPU run draw the same values.
 `degrade_batch` draws one seed per sample and each sample draws the rest from its own generator,

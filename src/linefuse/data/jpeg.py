@@ -33,7 +33,7 @@ def _dct_matrix(device) -> Tensor:
 
 def _tables(quality: Tensor) -> tuple[Tensor, Tensor]:
     """(B, 1, 1, 8, 8) luma and chroma steps: libjpeg's jpeg_quality_scaling, force_baseline."""
-    import kornia  # here, not at the top: it takes seconds to import (see degrade_torch)
+    import kornia  # here, not at the top: it is slow to import (see degrade_torch)
 
     quality = quality.clamp(1, 100)
     scale = torch.where(quality < 50, torch.floor(5000 / quality), 200 - 2 * quality)

@@ -1,7 +1,8 @@
 """The base model's training data: chart pairs drawn and degraded on the fly, never stored.
 
 The shipped base (`linefuse base`) trains on far more charts than any shard set could hold
-(about 1.3 MB per chart and level as shards), so each pair is made when a batch asks for it.
+(shards store every chart's pairs again at every level; docs/experiments.md has a level's size),
+so each pair is made when a batch asks for it.
 Item i is pair i % P of chart i // P (P = units x crops per chart): the chart is drawn from
 `base_chart_params` (data.charts widened by `base.chart_overrides`, with `base.chart_seed`,
 without the held-out families), then degraded in `base.units_per_chart` (domain, level) units,

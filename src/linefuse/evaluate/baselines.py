@@ -19,8 +19,8 @@ CLASSICAL = ("wiener", "richardson_lucy", "unsharp")  # the method names in metr
 def _padded(blurred: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, int]:
     """A reflect-padded float32 copy in [0, 1], and the padding: the deconvolutions treat the
     outside as zeros (Richardson-Lucy) or wrap around (Wiener), which rings at the border. In
-    float32, as scikit-image keeps it: Richardson-Lucy ran 1.6x faster than in float64 (30
-    hard-level charts, AMD EPYC) and no output pixel moved by more than one grey level."""
+    float32, as scikit-image keeps it: Richardson-Lucy runs faster than in float64, for output
+    no more than a grey level from it (docs/experiments.md has the trial)."""
     pad = max(kernel.shape) // 2 + 1
     pixels = np.pad(
         blurred.astype(np.float32) / 255.0, ((pad, pad), (pad, pad), (0, 0)), mode="reflect"
@@ -43,8 +43,8 @@ def richardson_lucy(blurred: np.ndarray, kernel: np.ndarray, iterations: int) ->
 
     Our own because it is measurably faster: the same iteration, with the kernel's and its
     mirror's transforms computed once per image instead of on every convolution, and the three
-    channels in one batch, ran 1.9-2.2x as fast as scikit-image's on the default charts (2-core
-    AMD EPYC, benchmarks/baselines.py), no pixel more than one grey level from it (the test).
+    channels in one batch (benchmarks/baselines.py times it against scikit-image's:
+    benchmarks/results/baselines.json), no pixel more than one grey level from it (the test).
     """
     pixels, pad = _padded(blurred, kernel)
     image = torch.from_numpy(pixels).permute(2, 0, 1)

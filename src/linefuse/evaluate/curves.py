@@ -22,8 +22,9 @@ SPINE_INSET_PX = 2.0  # rows and columns this close to the plot box's edge hold 
 FURNITURE_MARGIN_PX = 1.0  # around the sidecar's boxes and lines: their anti-aliasing
 
 # Pixels. A pixel's distance off the background-to-series blend per unit of its coverage is its
-# hue error: up to HUE_KEEP it is the series (JPEG's subsampled chroma reaches about 0.25), from
-# HUE_DROP on something else (grey or black on a coloured line is about 0.42).
+# hue error: up to HUE_KEEP it is the series (tinted a little by JPEG's subsampled chroma), from
+# HUE_DROP on something else (grey or black on a coloured line); docs/experiments.md has the
+# hue errors they were set against.
 HUE_KEEP = 0.2
 HUE_DROP = 0.4
 FAINT = 0.1  # coverage added before that division: faint pixels' hue is mostly noise
@@ -313,10 +314,10 @@ def _crest_rows(
 ) -> np.ndarray:
     """The curve's extreme row at each run on the path: the run's ink-weighted centre, except at
     a peak or a valley. There a column holds both flanks, whose ink centres well below a narrow
-    peak's apex (peak heights 1.5 % of the intensity range low in the median sharp default
-    chart); the apex is half a line width in from the run's top (bottom) edge. Peak heights read
-    crests; the curve's RMSE reads centres, the column's mean, which is what a sampled curve's
-    value at a column centre is closest to (on noise, crests are 1.2x worse)."""
+    peak's apex; the apex is half a line width in from the run's top (bottom) edge. Peak heights
+    read crests; the curve's RMSE reads centres, the column's mean, which is what a sampled
+    curve's value at a column centre is closest to (crests fit noise worse). docs/experiments.md
+    ("The curve reader") has what each reading measured."""
     rows = centres.copy()
     if len(rows) < 3:
         return rows

@@ -168,8 +168,8 @@ def shrink_change(
 ) -> torch.Tensor:
     """The restoration with its change to the input soft-thresholded by `grey_levels` (0-255
     scale; pixels in [-1, 1]): every pixel moves that much less, and not at all if it moved less.
-    The model's 1-step output carries a faint texture of its own, about a grey level, over the
-    whole chart: harmless on a blurred chart, it is most of the error on a sharp one."""
+    A model's 1-step output may carry a faint texture of its own over the whole chart: harmless
+    on a blurred chart, it is most of the error on a sharp one (docs/experiments.md, "Shrink")."""
     if grey_levels <= 0:
         return restored
     change = restored - blurred
@@ -231,7 +231,8 @@ def _restore_showing_tiles(
     restorer: Restorer, image: np.ndarray, steps: int, seed: int, name: str
 ) -> np.ndarray:
     """restore_image, with a bar over the image's tiles when it has more than one: a large chart
-    at many steps runs for minutes, and the image bar moves only once it is done."""
+    at many steps runs long (docs/benchmarks.md, "restore"), and the image bar moves only once
+    it is done."""
     tiles = restorer.tile_count(*image.shape[:2])
     if tiles == 1:
         return restorer.restore_image(image, steps, seed)

@@ -1,12 +1,12 @@
 """`linefuse base` (make base): train the base LineFuse ships (evaluate/model_card.py scores it and
 writes its card).
 
-The base is the pretrained backbone the curriculum adapts with LoRA (model.unet names it), as the
-seed reports adapt a pretrained diffusion model. It is trained once, with far more compute than a
-pipeline run has, through the same training loop as pretrain (resumable from
-.linefuse/state/base), on charts drawn and degraded on the fly (linefuse.data.stream), and lands
-in linefuse/zoo/<base.name> as a diffusers folder with a model card (README.md with YAML front
-matter, as on the Hugging Face Hub).
+The base is the pretrained backbone the curriculum adapts with LoRA (model.unet names it): LoRA
+adapts a pretrained model, and LineFuse cannot download one (docs/model_zoo.md). It is trained
+once, with far more compute than a pipeline run has, through the same training loop as pretrain
+(resumable from .linefuse/state/base), on charts drawn and degraded on the fly
+(linefuse.data.stream), and lands in linefuse/zoo/<base.name> as a diffusers folder with a model
+card (README.md with YAML front matter, as on the Hugging Face Hub).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The clean signal x0 is the residual (sharp - blurred) or the sharp image itself (`model.target`).
 With the residual and x0 prediction (`prediction_type: sample`), a model whose output is still
 zero restores the blurred input unchanged, and a handful of DDIM steps already give a usable
-result, which is what lets a small UNet beat its input within minutes on a CPU.
+result, which is what lets a small UNet beat its input after a short training on a CPU
+(docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -87,9 +88,9 @@ def weighted_loss(
     term for the logs.
 
     With `weights.balance` > 0 each sample counts (mean |target| + BALANCE_FLOOR) ** -balance,
-    normalised to a mean of 1 over the batch: a JPEG crop's residual is a tenth of a heavy blur's,
-    so in a plain mean the model learns to leave it alone. `pixel_weights` (B, 1, H, W), where
-    given, weighs each pixel's error within its sample (the tick labels' pixels up, say).
+    normalised to a mean of 1 over the batch: a JPEG crop's residual is far smaller than a heavy
+    blur's, so in a plain mean the model learns to leave it alone. `pixel_weights` (B, 1, H, W),
+    where given, weighs each pixel's error within its sample (the tick labels' pixels up, say).
     `weights.laplacian` adds the L1 of the error's Laplacian (NAF-DPM's and DocDiff's
     high-frequency term): the edges of thin glyphs are where a blurry guess costs little L1 and
     much legibility. The logged terms stay plain means.
@@ -121,7 +122,8 @@ def weighted_loss(
 
 def _laplacian(image: torch.Tensor) -> torch.Tensor:
     """The 3x3 Laplacian of each channel (8-neighbour, normalised as kornia's), reflected at the
-    border. Our own: kornia's takes seconds to import in every stage process that loads this."""
+    border. Our own: kornia is slow to import, and every stage process that loads this would
+    pay for it."""
     kernel = torch.ones(3, 3, dtype=image.dtype, device=image.device)
     kernel[1, 1] = -8.0
     kernel = (kernel / 16.0).expand(image.shape[1], 1, 3, 3)

@@ -1,9 +1,9 @@
 """train_domains: one LoRA adapter per blur domain, and their weighted merge.
 
 With `train.adapters: per_domain`, each domain in train.per_domain.domains gets its own adapter
-on the base, trained on that domain's samples of every level (the LineFuse report's Gaussian,
-Scan and Compression LoRAs); peft's add_weighted_adapter then merges them into one `combined`
-adapter. evaluate scores each domain with its own adapter and every domain with the combined one.
+on the base, trained on that domain's samples of every level (by default gaussian, scan and
+compression); peft's add_weighted_adapter then merges them into one `combined` adapter.
+evaluate scores each domain with its own adapter and every domain with the combined one.
 With `train.adapters: curriculum` the stage writes only a manifest saying there are none, so the
 stage graph is the same in both modes.
 """
