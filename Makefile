@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install repro snakemake sweep test test-fast chromium tesseract bench bank base label-reader clean
+.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base label-reader clean
 
 install: $(STAMP)
 
@@ -29,6 +29,11 @@ $(STAMP): pyproject.toml requirements.lock
 
 repro: $(STAMP) tesseract
 	$(BIN)/dvc repro
+
+# `make dvc.yaml`: write dvc.yaml from the stage graph declared in src/linefuse/pipeline.py (the
+# Snakefile reads that declaration itself); a test fails while the committed file is stale.
+dvc.yaml: $(STAMP)
+	$(BIN)/python -m linefuse.pipeline
 
 # `make base`: remake the base LineFuse ships (src/linefuse/zoo/<base.name>, its model card says how
 # it was made) from params.yaml's base block; on the GPU if one is visible; resumes from

@@ -1,20 +1,39 @@
-# The stage graph for Snakemake: the same stages as dvc.yaml, over the same params.yaml.
-# Each job's stdout and stderr go to its `log:` file under logs/snakemake/ (git-ignored; not a
-# DVC output, unlike logs/pretrain and logs/train/LEVEL, which the training stages write).
+# The stage graph for Snakemake: one rule per stage of linefuse.pipeline.STAGES, the declaration
+# dvc.yaml is written from, over the same params.yaml. A stage over levels is one rule with a
+# {level} wildcard. Each job's stdout and stderr go to its `log:` file under logs/snakemake/
+# (git-ignored; not a DVC output, unlike logs/pretrain and logs/train/LEVEL, which the training
+# stages write). The training stages take every core (`threads: workflow.cores`): Snakemake sets
+# OMP_NUM_THREADS to a job's threads, and torch's float results depend on its thread count, so a
+# run here equals a `dvc repro` on the same machine.
+from linefuse.pipeline import STAGES
+
+
 configfile: "params.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
-        "metrics/index.json",
-        expand("data/shards/{level}", level=LEVELS),
-        expand("metrics/shard/{level}.json", level=LEVELS),
-        expand("models/lora/{level}", level=CURRICULUM),
-        "metrics/eval.json",
-        "reports/index.html",
+        final_outputs(),
+
+
+for stage in STAGES:
+
+    rule:
+        name:
+            stage.name
+        input:
+            rule_inputs(stage),
+        output:
+            rule_outputs(stage),
+        params:
+            tracked=tracked(*stage.params),
+        log:
+            job_log(stage),
+        threads: stage.threads or workflow.cores
+        resources:
+            **job_resources(stage),
+        shell:
+            job_shell(stage)

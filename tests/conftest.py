@@ -151,7 +151,7 @@ def copy_project(source: Path, target: Path) -> Path:
 def engine_builds(tmp_path_factory) -> tuple[Path, Path]:
     """The repo on tiny params built from scratch once by `dvc repro` and once by Snakemake
     (read-only use: copy with copy_project first)."""
-    from test_engines import ALL_STAGES, make_project, ran_dvc_stages, run
+    from test_engines import ALL_STAGES, ENV, make_project, ran_dvc_stages, run
 
     root = tmp_path_factory.mktemp("engines")
     by_dvc = make_project(root / "dvc", tiny_params())
@@ -159,7 +159,11 @@ def engine_builds(tmp_path_factory) -> tuple[Path, Path]:
     log = run(by_dvc, "dvc", "repro")
     assert ran_dvc_stages(log) == ALL_STAGES
     (root / "dvc.log").write_text(log)
-    log = run(by_snakemake, "snakemake", "--cores", "2")
+    # each job logs the modules it imports (Python's -X importtime), for test_engines to hold
+    # them to the stage's declared code deps
+    log = run(
+        by_snakemake, "snakemake", "--cores", "2", env={**ENV, "PYTHONPROFILEIMPORTTIME": "1"}
+    )
     # the stages' own lines (test_kill reads their timings) go to the jobs' log: files
     log += "".join(f.read_text() for f in sorted((by_snakemake / "logs/snakemake").rglob("*.log")))
     (root / "snakemake.log").write_text(log)

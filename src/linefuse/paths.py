@@ -1,7 +1,7 @@
 """Every path a stage reads or writes, relative to the project root, defined once.
 
-dvc.yaml and the Snakefile spell these paths for the engines; tests/pipeline/test_engines.py holds
-every path they declare to this module, so a path changed here and not there fails the suite.
+The stage graph (linefuse.pipeline) declares each stage's inputs and outputs with these, and
+dvc.yaml and the Snakefile follow from it.
 """
 
 from __future__ import annotations

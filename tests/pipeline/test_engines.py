@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from linefuse.pipeline import DATA_FILES, STAGES, EachLevel, code_deps, dvc_yaml
 
 from conftest import LEVELS, ROOT, copy_project, file_digests, tiny_params, write_params
 
@@ -82,10 +85,26 @@ def dvc_declarations(project: Path) -> dict:
 LOG_REDIRECT = " > {log} 2>&1"  # every rule's shell command ends with it
 
 
+def test_dvc_yaml_is_written_from_the_declaration():
+    """dvc.yaml is what linefuse.pipeline writes from STAGES: edit that, then `make dvc.yaml`."""
+    curriculum = list(yaml.safe_load((ROOT / "params.yaml").read_text())["train"]["curriculum"])
+    assert (ROOT / "dvc.yaml").read_text() == dvc_yaml(curriculum), "stale: run `make dvc.yaml`"
+
+
+def _collapsed(name: str, deps: list[str]) -> list[str]:
+    """Snakemake's every-level inputs (data/shards/easy, ...) as dvc.yaml names them: the folder."""
+    stage = next(s for s in STAGES if s.name == name.split("@")[0])
+    folders = {item.folder.as_posix() for item in stage.inputs if isinstance(item, EachLevel)}
+    parents = [dep.rsplit("/", 1)[0] for dep in deps]
+    return sorted(
+        {parent if parent in folders else dep for dep, parent in zip(deps, parents, strict=True)}
+    )
+
+
 def test_both_engines_declare_the_same_stages():
-    """Same stage names, commands, inputs, outputs and params keys (Snakemake adds --workers, and
-    sends each job's stdout and stderr to its own log: file under logs/snakemake/, which is none
-    of the DVC outputs)."""
+    """Both engines turn the one declaration into the same stage names, commands, inputs, outputs
+    and params keys (Snakemake adds --workers, and sends each job's stdout and stderr to its own
+    log: file under logs/snakemake/, which is none of the DVC outputs)."""
     from_snakemake = snakemake_declarations(ROOT)
     from_dvc = dvc_declarations(ROOT)
     dvc_outs = {out for stage in from_dvc.values() for out in stage["outs"]}
@@ -98,10 +117,39 @@ def test_both_engines_declare_the_same_stages():
         declared["cmd"] = (
             declared["cmd"].removesuffix(LOG_REDIRECT).replace(" --workers {threads}", "")
         )
+        declared["deps"] = _collapsed(name, declared["deps"])
         logs += log
+    for declared in from_dvc.values():
+        declared["deps"] = sorted(set(declared["deps"]))
     assert len(set(logs)) == len(logs), logs  # one log file per job
     assert from_snakemake == from_dvc
     assert sorted(from_snakemake) == sorted(ALL_STAGES)
+
+
+def test_every_stage_depends_on_all_the_code_it_runs():
+    """In both engines each stage lists the import closure of its command: the issue's examples
+    (to_uint8 in transforms.py, sample() in diffusion.py, model.py) for evaluate among them."""
+    commands = {stage.name: stage.command for stage in STAGES}
+    for declarations in (dvc_declarations(ROOT), snakemake_declarations(ROOT)):
+        for name, declared in declarations.items():
+            missing = set(code_deps(commands[name.split("@")[0]])) - set(declared["deps"])
+            assert not missing, (name, missing)
+    evaluate = code_deps("evaluate")
+    for module in ("data/transforms.py", "train/diffusion.py", "train/model.py", "cli.py"):
+        assert f"src/linefuse/{module}" in evaluate, module
+    assert "src/linefuse/train/loop.py" not in evaluate  # evaluate does not import the loop
+    assert "src/linefuse/train/configs" in code_deps("pretrain")  # what model.py reads
+
+
+def test_every_file_the_package_reads_belongs_to_a_module():
+    """A template, config or shipped model added to src/linefuse is a dep of the stages that
+    import the module reading it (linefuse.pipeline.DATA_FILES), not of none."""
+    package = ROOT / "src/linefuse"
+    attached = {path for files in DATA_FILES.values() for path in files}
+    for file in package.rglob("*"):
+        if file.is_file() and file.suffix not in (".py", ".pyc"):
+            relative = file.relative_to(ROOT).as_posix()
+            assert any(relative == p or relative.startswith(f"{p}/") for p in attached), relative
 
 
 # Snakemake's lint asks every rule for a conda env or a container. Here each job runs the
@@ -122,45 +170,6 @@ def test_snakemake_lint_finds_nothing_else():
     assert findings and set(findings) == {ACCEPTED_LINT}, said
     assert len(findings) == len(rules) == 9, said  # one per rule, nothing about the files
     assert "Lints for snakefile" not in said, said
-
-
-def _paths_module_paths() -> set[str]:
-    """Every path linefuse.paths defines, with the per-level ones filled in for LEVELS."""
-    from linefuse import paths
-
-    known = {value.as_posix() for value in vars(paths).values() if isinstance(value, Path)}
-    for level in LEVELS:
-        known |= {
-            f(level).as_posix()
-            for f in (
-                paths.shards,
-                paths.shard_metrics,
-                paths.embeddings,
-                paths.embed_metrics,
-                paths.adapter,
-                paths.train_metrics,
-                paths.train_logs,
-            )
-        }
-    for name in ("pretrain", "domains"):
-        known |= {paths.train_metrics(name).as_posix(), paths.train_logs(name).as_posix()}
-    return known
-
-
-def test_every_declared_path_is_one_of_linefuse_paths():
-    """dvc.yaml (and so the Snakefile, held to it above) spells the paths the code defines once
-    in linefuse.paths: code, configs and params aside, every input and output is one of them."""
-    known = _paths_module_paths()
-    declared = {
-        path for stage in dvc_declarations(ROOT).values() for path in stage["deps"] + stage["outs"]
-    }
-    stray = sorted(
-        path
-        for path in declared
-        if not path.startswith(("src/", "workflow/")) and path not in known
-    )
-    assert not stray, stray
-    assert {"data/index/images.parquet", "models/lora/hard", "metrics/eval.json"} <= known
 
 
 RUN_OUTPUTS = (
@@ -197,8 +206,8 @@ def make_project(where: Path, params: dict) -> Path:
     return where
 
 
-def run(project: Path, *command: str) -> str:
-    done = subprocess.run(command, cwd=project, env=ENV, capture_output=True, text=True)
+def run(project: Path, *command: str, env: dict | None = None) -> str:
+    done = subprocess.run(command, cwd=project, env=env or ENV, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -320,3 +329,42 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
         "train@medium",
         "train_domains",
     ]
+
+    # a change to the code evaluate runs (to_uint8, sample()) reruns it, in both engines
+    for module, function in (("data/transforms.py", "to_uint8"), ("train/diffusion.py", "sample")):
+        for project in (by_dvc, by_snakemake):
+            source = project / "src/linefuse" / module
+            text = source.read_text()
+            assert f"def {function}(" in text
+            source.write_text(text.replace(f"def {function}(", f"# changed\ndef {function}("))
+        status = run(by_dvc, "dvc", "status")
+        assert re.search(rf"^evaluate:\n(\t.*\n)*\t+modified: +src/linefuse/{module}", status, re.M)
+        assert "evaluate" in dry_run_snakemake(by_snakemake), module
+
+
+IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+(linefuse[\w.]*)$", re.M)
+
+
+@pytest.mark.engines
+def test_every_module_a_stage_imported_is_one_of_its_deps(engine_builds):
+    """Held to what ran: every linefuse module a Snakemake job imported (Python's -X importtime,
+    in the job's log: file) is among the code deps its stage declares."""
+    by_snakemake = engine_builds[1]
+    commands = {stage.name: stage.command for stage in STAGES}
+    checked = set()
+    for log in (by_snakemake / "logs/snakemake").rglob("*.log"):
+        relative = log.relative_to(by_snakemake / "logs/snakemake")
+        name = relative.parts[0].removesuffix(".log")
+        modules = set(IMPORTED.findall(log.read_text()))
+        assert "linefuse.params" in modules, log  # the job ran with import times on
+        files = set()
+        for module in modules:
+            path = Path("src", *module.split("."))
+            package = path / "__init__.py"
+            files.add(
+                (package if (ROOT / package).is_file() else path.with_suffix(".py")).as_posix()
+            )
+        missing = files - set(code_deps(commands[name]))
+        assert not missing, (name, missing)
+        checked.add(name)
+    assert checked == set(commands)

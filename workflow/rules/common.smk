@@ -1,41 +1,27 @@
-# Shared by all the workflow's rules, and the one place for its functions (`snakemake --lint`
-# wants them out of the files that hold the rules). The rules pass the params.yaml keys they read
-# as `params: tracked=tracked(...)`, a {dotted key: value} mapping: Snakemake reruns a job when
-# that value changes, and the keys read the same as the `params` list of the dvc.yaml stage.
+# The Snakefile's functions (`snakemake --lint` wants them apart from the rules). Each turns one
+# stage of linefuse.pipeline.STAGES, the stage graph declared once, into a directive's value.
+# Params are passed as `tracked=tracked(...)`, a {dotted key: value} mapping of the params.yaml
+# keys a stage reads, so Snakemake reruns a job when one of those values changes; the keys read
+# the same as the dvc.yaml stage's `params` list.
 from functools import reduce
+from pathlib import Path
 
-from linefuse.params import DOMAINS, parse_params
+from linefuse.params import parse_params
+from linefuse.pipeline import LAUNCH, EachLevel, Param, code_deps
 
 # the same validation as every stage: a bad params.yaml stops Snakemake before any job runs
 PARAMS = parse_params(config)
 LEVELS = config["degrade"]["levels"]
-DOMAIN_PARAMS = list(DOMAINS)
 CURRICULUM = list(config["train"]["curriculum"])
-CURRICULUM_ORDER = PARAMS.train.order()
-LAUNCH_CONFIG = config["launch"]["config"]
 PROCESSES = config["launch"]["processes"]
-# The training stages start under accelerate with the process count from params.yaml; the thread
-# count is the cores the job was given (nproc honours SLURM's and taskset's CPU masks).
-LAUNCH = (f"accelerate launch --config_file {LAUNCH_CONFIG} --num_processes {PROCESSES} "
-          f"--num_cpu_threads_per_process $(nproc) -m linefuse.cli")
-TRAIN_CODE = [
-    "src/linefuse/train/loop.py",
-    "src/linefuse/train/model.py",
-    "src/linefuse/train/diffusion.py",
-    "src/linefuse/train/trainset.py",
-    "src/linefuse/hardware.py",
-    "src/linefuse/train/base_batches.py",
-    "src/linefuse/train/label_reader.py",
-    "src/linefuse/data/bank.py",
-    "src/linefuse/data/degrade_torch.py",
-    "src/linefuse/data/jpeg.py",
-    "src/linefuse/data/label_patches.py",
-    "src/linefuse/cli.py",
-]
 
 
 wildcard_constraints:
     level="|".join(sorted(set(LEVELS) | set(CURRICULUM))),
+
+
+def lookup(dotted):
+    return reduce(lambda node, part: node[part], dotted.split("."), config)
 
 
 def tracked(*keys):
@@ -43,16 +29,63 @@ def tracked(*keys):
 
     def values(wildcards):
         level = getattr(wildcards, "level", None)
-        out = {}
-        for key in keys:
-            dotted = key.format(level=level)
-            out[dotted] = reduce(lambda node, part: node[part], dotted.split("."), config)
-        return out
+        return {key.format(level=level): lookup(key.format(level=level)) for key in keys}
 
     return values
 
 
-def curriculum_init(wildcards):
-    """train@LEVEL starts from the adapter (or base model) that train.curriculum names."""
-    return config["train"]["curriculum"][wildcards.level]["init"]
+def rule_inputs(stage):
+    """The stage's data (every level's path for an EachLevel), its code and its launch config."""
+    found = []
+    for item in stage.inputs:
+        if isinstance(item, EachLevel):
+            levels = LEVELS if item.over == "levels" else CURRICULUM
+            found += expand(str(item.folder / "{level}"), level=levels)
+        elif isinstance(item, Param) and "{level}" in item.key:
+            found.append(lambda wildcards, key=item.key: lookup(key.format(level=wildcards.level)))
+        elif isinstance(item, Param):
+            found.append(lookup(item.key))
+        else:
+            found.append(str(item))
+    found += code_deps(stage.command)
+    return found + ([config["launch"]["config"]] if stage.launch else [])
 
+
+def rule_outputs(stage):
+    return [
+        directory(str(path)) if not Path(path).suffix else str(path)
+        for path in stage.outs + stage.logs + stage.metrics + tuple(p.path for p in stage.plots)
+    ]
+
+
+def job_log(stage):
+    log = Path("logs/snakemake", stage.name)
+    return str(log / "{level}.log" if stage.over else log.with_suffix(".log"))
+
+
+def job_resources(stage):
+    """The SLURM profile's asks: the training stages one GPU per accelerate process."""
+    return {**stage.resources, **({"gpu": PROCESSES} if stage.launch else {})}
+
+
+def job_shell(stage):
+    """The stage's command, as dvc.yaml runs it, with the job's level, threads and log file."""
+    command = f"linefuse {stage.command}"
+    if stage.launch:
+        command = LAUNCH.format(config=config["launch"]["config"], processes=PROCESSES)
+        command += f" {stage.command}"
+    if stage.over:
+        command += " --level {wildcards.level}"
+    if stage.workers:
+        command += " --workers {threads}"
+    return command + " > {log} 2>&1"
+
+
+def final_outputs():
+    """Every job's outputs: what `snakemake` with no target builds."""
+    found = []
+    for stage in STAGES:
+        outputs = [str(getattr(out, "path", out)) for out in stage.outs + stage.logs]
+        levels = LEVELS if stage.over == "levels" else CURRICULUM
+        found += expand(outputs, level=levels) if stage.over else outputs
+    return found

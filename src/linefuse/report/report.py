@@ -34,7 +34,7 @@ from linefuse.stage import UserError, atomic_file
 # BY_DOMAIN_CSV repeats the detail's psnr/ssim for `dvc plots`: checked and digested, not read.
 INPUTS = [EVAL_DETAIL, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 # The params.yaml sections the page shows: all that shape the numbers (loader and serve do not).
-# dvc.yaml and workflow/rules/report.smk track the same list.
+# The report stage (linefuse.pipeline) tracks this list.
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # the detail's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
