@@ -240,19 +240,8 @@ STAGES = (
         "report",
         "report",
         "the HTML report of evaluate's tables and plots, with the params that made them",
-        inputs=(paths.EVAL_DETAIL, paths.BY_DOMAIN_CSV, paths.BY_STEPS_CSV, paths.SAMPLES_PNG),
-        # the params.yaml sections the page shows (linefuse.report.report.SECTIONS)
-        params=(
-            "data",
-            "degrade",
-            "shards",
-            "model",
-            "embed",
-            "optim",
-            "pretrain",
-            "train",
-            "eval",
-        ),
+        inputs=tuple(report.INPUTS),
+        params=tuple(report.SECTIONS),  # the params.yaml sections the page shows
         logs=(paths.REPORT_HTML,),
         threads=1,
     ),
