@@ -1,11 +1,11 @@
 """Training speed per precision on this machine: fp32, bf16 and (on a GPU) fp16.
 
 Each precision runs in a process of its own (accelerate fixes autocast once per process) through
-the real training step: accelerate's mixed precision over `linefuse.train.loop.training_step`, on
-the default model (`model.unet` from params.yaml, full fine-tune as in pretrain, the costliest
-stage) at the default batch size and crop. The report names the machine (CPU model and flags, GPU),
-what `optim.precision: auto` picks here and why, and whether that is the fastest measured:
-benchmarks/results/precision.json.
+the real training step: accelerate's mixed precision over `linefuse.train.profile.training_step`
+(the training loop's step), on the default model (`model.unet` from params.yaml, full fine-tune as
+in pretrain, the costliest stage) at the default batch size and crop. The report names the machine
+(CPU model and flags, GPU), what `optim.precision: auto` picks here and why, and whether that is
+the fastest measured: benchmarks/results/precision.json.
 
     python benchmarks/precision.py [--steps 6] [--out benchmarks/results/precision.json]
 """
@@ -29,8 +29,9 @@ def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
     from linefuse.params import load_params
     from linefuse.train.diffusion import noise_scheduler
-    from linefuse.train.loop import Trainer, make_accelerator, training_step
+    from linefuse.train.loop import make_accelerator
     from linefuse.train.model import build_unet
+    from linefuse.train.profile import Trainer, training_step
 
     params = load_params(REPO / "params.yaml")
     params = params.model_copy(

@@ -4,6 +4,7 @@ written."""
 from __future__ import annotations
 
 import json
+from contextlib import chdir
 
 import pytest
 import torch
@@ -100,6 +101,50 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
         expected = 1000 * DELAY_S if row["name"] in delayed else 0
         assert row["ms_per_step"] == pytest.approx(expected, abs=1e-6), row
     assert report["step_ms"] == pytest.approx(3000 * DELAY_S)
+
+
+def test_the_profiled_step_trains_as_the_loop_does(trained_project, tmp_path):
+    """profile.training_step is the loop's step written out with its phases timed: taken from the
+    same start over the same batches, it ends on the loop's train@easy adapter, bit for bit."""
+    from accelerate.utils import set_seed
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from linefuse.params import load_params
+    from linefuse.train.diffusion import noise_scheduler
+    from linefuse.train.loop import (
+        make_accelerator,
+        make_optimizer,
+        make_schedule,
+        train_job,
+        training_data,
+        training_model,
+    )
+    from linefuse.train.profile import Trainer, training_step
+
+    with chdir(trained_project):
+        params = load_params("params.yaml")
+        job = train_job(params, "easy")
+        accelerator, _, _ = make_accelerator(params, tmp_path)
+        set_seed(params.optim.seed)
+        stream, prompt_table, channels, _ = training_data(params, job, accelerator)
+        model = training_model(params, job, channels)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(params, trainable, job.lr)
+        schedule = make_schedule(params, job, optimizer, accelerator.num_processes)
+        model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
+        noise = noise_scheduler(params.model)
+        trainer = Trainer(params, accelerator, noise, model, optimizer, schedule, trainable)
+        batches = stream.batches()
+        model.train()
+        for step in range(job.steps):
+            for micro in range(params.optim.grad_accum):
+                blurred, sharp, prompt_index = next(batches)
+                training_step(trainer, blurred, sharp, prompt_table[prompt_index], step, micro)
+        loop = load_file(job.out_dir / "adapter_model.safetensors")
+    stepped = get_peft_model_state_dict(accelerator.unwrap_model(model))
+    assert loop.keys() == stepped.keys()
+    assert all(torch.equal(loop[key], stepped[key]) for key in loop)
 
 
 def _part(layer_name: str) -> str:

@@ -26,6 +26,7 @@ from linefuse.data.readers import EmbeddedPairs
 from linefuse.params import parse_params
 from linefuse.train.diffusion import noise_scheduler, restored_from, sample, weighted_loss
 from linefuse.train.loop import (
+    DIGESTS_ENV,
     _validation_losses,
     _warn_if_barely_restoring,
     pretrain_job,
@@ -78,6 +79,7 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     ]
     assert metrics["trainable_params"] == metrics["total_params"] > 500_000
     assert metrics["steps"] == steps
+    assert not list(trained_project.glob("logs/**/rank*.json"))  # only where DIGESTS_ENV is 1
 
 
 def test_a_model_that_returns_its_input_is_named_in_a_warning(trained_project, caplog):
@@ -311,8 +313,9 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
     ):
         command = command.replace(f"${{{name}}}", value)
     assert command.startswith("accelerate launch ") and "--num_processes 2 " in command
+    env = {**ENV, DIGESTS_ENV: "1"}  # each rank writes rank{i}.json
     done = subprocess.run(
-        command, shell=True, cwd=project, env=ENV, capture_output=True, text=True, timeout=600
+        command, shell=True, cwd=project, env=env, capture_output=True, text=True, timeout=600
     )
     rank1 = [line for line in done.stderr.splitlines() if line.startswith("[rank1]")]
     assert done.returncode == 0, "\n".join(rank1[-20:]) + done.stderr[-3000:]
@@ -519,12 +522,15 @@ def test_memory_warning_names_the_key(tmp_path, caplog):
     assert (tmp_path / "dvclive/plots/metrics/train/loss.tsv").is_file()
 
 
-def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(trained_project, tmp_path):
+def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(
+    trained_project, tmp_path, monkeypatch
+):
     """train.adapters: per_domain -> one adapter per domain, trained on that domain's samples
     only, and a `cat` merge whose update is exactly the weighted sum of theirs."""
     from linefuse.train.model import domain_adapters
     from linefuse.train.trainset import map_dataset
 
+    monkeypatch.setenv(DIGESTS_ENV, "1")  # each adapter's logs hold rank0.json
     project = _copy_project(trained_project, tmp_path / "domains")
     params = tiny_params()
     assert run_cli(project, "train-domains") == 0  # curriculum mode: a manifest listing none

@@ -1,21 +1,27 @@
-"""pretrain and train@LEVEL: one readable training loop over accelerate.
+"""pretrain, train@LEVEL and the base: one readable training loop over accelerate.
 
 pretrain trains the tiny base UNet fully on every level (and is the full fine-tune baseline);
 train@LEVEL trains a LoRA adapter on that base, starting from the previous curriculum level's
-adapter. The same command runs on a CPU or under `accelerate launch --num_processes N`.
+adapter; `linefuse base` trains the shipped base on the chart bank. The same command runs on a
+CPU or under `accelerate launch --num_processes N`.
+
+`run` reads top to bottom, as diffusers' training examples do: the set-up, then each step inline
+under `accelerator.accumulate` (draw, loss, backward, clip, optimizer and schedule step), then the
+finish (validation loss; model, metrics and logs saved together). What has an idea of its own is
+a function beside it: the data, the model, the checkpoints, `step_draw` (what a micro-batch
+trains on, drawn from a seeded generator) and `draw_loss` (the model's loss on that draw).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from accelerate import Accelerator
@@ -64,14 +70,12 @@ from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
 log = logging.getLogger("linefuse")
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+# for tests: set to 1, each process writes rank{i}.json, what it trained on (see _RankDigest)
+DIGESTS_ENV = "LINEFUSE_TRAIN_DIGESTS"
 
 
 class TrainingDiverged(UserError):
     """The loss stopped being finite: stop, keep the last good checkpoint."""
-
-
-class NonFiniteLoss(ArithmeticError):
-    """A step's loss was inf or NaN; raised before its backward pass."""
 
 
 @dataclass
@@ -190,6 +194,14 @@ def make_optimizer(params: Params, trainable: list[torch.nn.Parameter], lr: floa
     return torch.optim.AdamW(trainable, lr=lr, weight_decay=params.optim.weight_decay)
 
 
+def make_schedule(params: Params, job: Job, optimizer, processes: int):
+    """Cosine with warmup; accelerate steps a prepared schedule once per process, so its
+    lengths are scaled by the process count."""
+    return get_cosine_schedule_with_warmup(
+        optimizer, params.optim.warmup_steps * processes, job.steps * processes
+    )
+
+
 def training_data(
     params: Params, job: Job, accelerator: Accelerator
 ) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
@@ -279,114 +291,85 @@ def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
     return model
 
 
-def _digest(tensors) -> str:
-    digest = hashlib.sha256()
-    for tensor in tensors:
-        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
-
-
-@dataclass
-class _Session:
-    """One training run set up to take its first step: what the step loop and the finish share."""
-
-    accelerator: Accelerator
-    device: Choice
-    precision: Choice
-    store: CheckpointStore  # this run's checkpoints, keyed by its settings and input files
-    stream: BatchStream
-    prompt_table: torch.Tensor  # on the accelerator's device
-    trainer: Trainer
-    start_step: int  # 0, or the step of the checkpoint resumed from
-    logger: StepLogger
-    staging_logs: Path  # where the logs grow until they replace job.log_dir
-    trainable_params: int
-    total_params: int
-
-
-@dataclass
-class _Tally:
-    """What the step loop saw: the samples (counted and hashed), the wait for data, the last
-    log record and the loop's wall time."""
-
-    seen: Any = field(default_factory=hashlib.sha256)  # over every batch's blurred input
-    samples: int = 0
-    wait_s: float = 0.0
-    last: dict = field(default_factory=dict)
-    seconds: float = 0.0
-
-
 def run(params: Params, job: Job) -> dict:
     """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
-    started = time.perf_counter()
-    session = _open_session(params, job)
-    tally = _train_steps(params, job, session)
-    accelerator = session.accelerator
-    accelerator.wait_for_everyone()
-    unwrapped = accelerator.unwrap_model(session.trainer.model)
-    _write_rank_digest(session, tally, unwrapped)
-    metrics = _run_metrics(params, job, session, tally, started)
-    accelerator.wait_for_everyone()  # every rank's digest file is in staging_logs
-    if accelerator.is_main_process:
-        metrics["val_loss"], metrics["val_loss_unchanged"] = _validation_losses(
-            params, job, unwrapped, session.trainer.noise, session.prompt_table, accelerator.device
-        )
-        _warn_if_barely_restoring(job, metrics["val_loss"], metrics["val_loss_unchanged"])
-        session.logger.close(metrics)
-        _save_outputs(params, job, unwrapped, metrics, session.staging_logs)
-        session.store.clear()
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return metrics
-
-
-def _open_session(params: Params, job: Job) -> _Session:
-    """The accelerator, the data, the model with its optimizer and schedule (prepared, and
-    resumed from the last matching checkpoint) and the step logger. The order is part of the
-    result: the seed is set before the data and the model draw from the global generators."""
-    store_probe = CheckpointStore(job.name, "", params.optim.keep_checkpoints)
-    accelerator, device, precision = make_accelerator(params, store_probe.root)
-    log.info(
-        "%s: device %s (%s); precision %s (%s)",
-        job.name,
-        accelerator.device,
-        device.reason,
-        precision.value,
-        precision.reason,
-    )
-    set_seed(params.optim.seed)
+    started, optim = time.perf_counter(), params.optim
+    accelerator, device, precision = make_accelerator(params, CheckpointStore(job.name, "", 0).root)
+    log.info("%s: device %s (%s)", job.name, accelerator.device, device.reason)
+    log.info("%s: precision %s (%s)", job.name, precision.value, precision.reason)
+    set_seed(optim.seed)  # before the data and the model: they draw from the global generators
     stream, prompt_table, channels, input_files = training_data(params, job, accelerator)
     store = _checkpoint_store(params, job, input_files)
     model = training_model(params, job, channels)
-    trainable_params, total_params = count_parameters(model)
+    sizes = count_parameters(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, trainable, job.lr)
     schedule = make_schedule(params, job, optimizer, accelerator.num_processes)
     model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
-    if params.optim.compile:
+    if optim.compile:
         model = torch.compile(model)
     if accelerator.device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     start_step = _resume(job, accelerator, store)
     noise = noise_scheduler(params.model)
-    trainer = Trainer(params, accelerator, noise, model, optimizer, schedule, trainable)
-    if job.charts_stream and params.base.text.ctc > 0:
-        trainer.reader = label_reader(params.base.text.reader, accelerator.device)
-    staging_logs = store.logs_dir()
-    return _Session(
-        accelerator=accelerator,
-        device=device,
-        precision=precision,
-        store=store,
-        stream=stream,
-        prompt_table=prompt_table.to(accelerator.device),
-        trainer=trainer,
-        start_step=start_step,
-        logger=_step_logger(params, job, accelerator, staging_logs, start_step),
-        staging_logs=staging_logs,
-        trainable_params=trainable_params,
-        total_params=total_params,
-    )
+    ctc = job.charts_stream and params.base.text.ctc > 0  # the base's CTC term reads its labels
+    reader = label_reader(params.base.text.reader, accelerator.device) if ctc else None
+    prompt_table = prompt_table.to(accelerator.device)
+    logs = store.logs_dir()  # grow beside the checkpoints; replace job.log_dir at the end
+    logger = _step_logger(params, job, accelerator, logs, start_step)
+    digest = _RankDigest() if os.environ.get(DIGESTS_ENV) == "1" else None
+
+    batches = stream.batches(skip=start_step * optim.grad_accum)
+    model.train()
+    wait_s, last, loop_started = 0.0, {}, time.perf_counter()
+    for step in range(start_step, job.steps):
+        for micro in range(optim.grad_accum):
+            fetching = time.perf_counter()
+            batch = next(batches)
+            waited = time.perf_counter() - fetching
+            wait_s += waited
+            pair = _micro_batch(params, job, accelerator, batch, prompt_table, step, micro)
+            blurred, sharp, prompts, labels = pair
+            if digest is not None:
+                digest.add(blurred)
+            with accelerator.accumulate(model):
+                draw = step_draw(params, blurred, sharp, step, micro, accelerator.process_index)
+                loss, terms = draw_loss(params, noise, model, draw, prompts, labels, reader)
+                if not torch.isfinite(loss):
+                    raise _diverged(job, store, float(loss.detach()), step)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and optim.clip_grad_norm:
+                    accelerator.clip_grad_norm_(trainable, optim.clip_grad_norm)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+            samples = blurred.shape[0] * accelerator.num_processes
+            logger.add({"loss": float(loss.detach()), **terms}, samples, waited)
+        done = step + 1
+        if done % optim.log_every == 0 or done == job.steps:
+            hits = {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None
+            last = logger.flush(done, schedule.get_last_lr()[0], hits)
+        if done % optim.checkpoint_every == 0 and done < job.steps:
+            store.save(accelerator, done)  # the last step's state is the model, saved below
+    loop_s = time.perf_counter() - loop_started
+
+    accelerator.wait_for_everyone()
+    unwrapped = accelerator.unwrap_model(model)
+    if digest is not None:
+        digest.write(logs, accelerator.process_index, unwrapped)
+    metrics = _loop_metrics(params, job, accelerator, start_step, last, wait_s, loop_s)
+    metrics |= _model_and_machine(accelerator, device, precision, sizes, started)
+    accelerator.wait_for_everyone()  # every rank's digest file is in the logs
+    if accelerator.is_main_process:
+        val = _validation_losses(params, job, unwrapped, noise, prompt_table, accelerator.device)
+        metrics["val_loss"], metrics["val_loss_unchanged"] = val
+        _warn_if_barely_restoring(job, *val)
+        logger.close(metrics)
+        _save_outputs(params, job, unwrapped, metrics, logs)
+        store.clear()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return metrics
 
 
 def _checkpoint_store(params: Params, job: Job, input_files: list[Path]) -> CheckpointStore:
@@ -435,102 +418,97 @@ def _step_logger(
     )
 
 
-def _train_steps(params: Params, job: Job, session: _Session) -> _Tally:
-    """The steps from the resumed one to job.steps, optim.grad_accum micro-batches each; a log
-    record every optim.log_every steps and at the end, a checkpoint every optim.checkpoint_every
-    (the last step's state is the model, saved by the caller)."""
-    tally = _Tally()
-    batches = session.stream.batches(skip=session.start_step * params.optim.grad_accum)
-    session.trainer.model.train()
-    loop_started = time.perf_counter()
-    for step in range(session.start_step, job.steps):
-        for micro in range(params.optim.grad_accum):
-            _micro_step(job, session, tally, batches, step, micro)
-        done = step + 1
-        if done % params.optim.log_every == 0 or done == job.steps:
-            lr = session.trainer.schedule.get_last_lr()[0]
-            cached = params.loader.cache_gb
-            extra = {"cache_hit_rate": session.stream.cache_hit_rate()} if cached else None
-            tally.last = session.logger.flush(done, lr, extra)
-        if done % params.optim.checkpoint_every == 0 and done < job.steps:
-            session.store.save(session.accelerator, done)
-    tally.seconds = time.perf_counter() - loop_started
-    return tally
-
-
-def _micro_step(job: Job, session: _Session, tally: _Tally, batches, step: int, micro: int) -> None:
-    """One micro-batch fetched (the wait timed, the input hashed), trained on and logged; a
-    loss that is not finite stops the run with TrainingDiverged."""
-    waited = time.perf_counter()
-    batch = next(batches)
-    waited = time.perf_counter() - waited
-    tally.wait_s += waited
-    labels = None
-    if job.charts_stream:  # sharp bank crops, degraded here on the training device
-        rank = session.accelerator.process_index
-        generator = step_generator(session.trainer.params, step, micro, rank)
-        blurred, sharp, labels = device_pairs(
-            session.trainer.params, batch, session.accelerator.device, generator
-        )
-        prompt_index = torch.zeros(len(blurred), dtype=torch.long)
-    else:
+def _micro_batch(
+    params: Params, job: Job, accelerator: Accelerator, batch, prompt_table, step: int, micro: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TextTargets | None]:
+    """(blurred, sharp, prompt embeddings, tick labels) of one loader batch: the loader's pairs
+    (no labels), or the base's sharp bank crops degraded here on the training device, from a
+    generator seeded by (seed, step, micro-batch, rank)."""
+    if not job.charts_stream:
         blurred, sharp, prompt_index = batch
-    tally.seen.update(blurred.detach().float().cpu().numpy().tobytes())
-    tally.samples += blurred.shape[0]
-    prompts = session.prompt_table[prompt_index]
-    try:
-        loss, terms = training_step(
-            session.trainer, blurred, sharp, prompts, step, micro, labels=labels
-        )
-    except NonFiniteLoss as error:
-        kept = session.store.latest()
-        raise TrainingDiverged(
-            f"{job.name}: loss became {error} at step {step + 1}; "
-            f"{f'kept the checkpoint at step {kept[1]}' if kept else 'no checkpoint yet'}"
-            f"; lower the learning rate or use optim.precision: fp32"
-        ) from None
-    samples = blurred.shape[0] * session.accelerator.num_processes
-    session.logger.add({"loss": float(loss.detach()), **terms}, samples, waited)
+        return blurred, sharp, prompt_table[prompt_index], None
+    generator = step_generator(params, step, micro, accelerator.process_index)
+    blurred, sharp, labels = device_pairs(params, batch, accelerator.device, generator)
+    prompt_index = torch.zeros(len(blurred), dtype=torch.long)
+    return blurred, sharp, prompt_table[prompt_index], labels
 
 
-def _write_rank_digest(session: _Session, tally: _Tally, unwrapped: torch.nn.Module) -> None:
-    """rank{i}.json in the logs: what this process trained on and the weights it ended with, so
-    a test can hold runs (resumed, or on more processes) to the same samples and result."""
-    weights_digest = _digest(p for p in unwrapped.parameters() if p.requires_grad)
-    session.staging_logs.mkdir(parents=True, exist_ok=True)
-    write_json(
-        session.staging_logs / f"rank{session.accelerator.process_index}.json",
-        {
-            "samples_seen": tally.samples,
-            "sample_digest": tally.seen.hexdigest()[:16],
-            "trainable_weights_digest": weights_digest,
-        },
+def _diverged(job: Job, store: CheckpointStore, loss: float, step: int) -> TrainingDiverged:
+    """The one-line error of a loss that stopped being finite at `step` (0-based)."""
+    kept = store.latest()
+    return TrainingDiverged(
+        f"{job.name}: loss became {loss} at step {step + 1}; "
+        f"{f'kept the checkpoint at step {kept[1]}' if kept else 'no checkpoint yet'}"
+        f"; lower the learning rate or use optim.precision: fp32"
     )
 
 
-def _run_metrics(
-    params: Params, job: Job, session: _Session, tally: _Tally, started: float
+class _RankDigest:
+    """Test bookkeeping, kept only where DIGESTS_ENV is 1: what this process trained on (every
+    batch's blurred input, counted and hashed) and the trainable weights it ended with, written
+    to rank{i}.json in the logs so a test can hold runs (resumed, or on more processes) to the
+    same samples and result."""
+
+    def __init__(self) -> None:
+        self.seen, self.samples = hashlib.sha256(), 0
+
+    def add(self, blurred: torch.Tensor) -> None:
+        self.seen.update(blurred.detach().float().cpu().numpy().tobytes())
+        self.samples += blurred.shape[0]
+
+    def write(self, logs: Path, rank: int, model: torch.nn.Module) -> None:
+        weights = hashlib.sha256()
+        for tensor in (p for p in model.parameters() if p.requires_grad):
+            weights.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+        logs.mkdir(parents=True, exist_ok=True)
+        write_json(
+            logs / f"rank{rank}.json",
+            {
+                "samples_seen": self.samples,
+                "sample_digest": self.seen.hexdigest()[:16],
+                "trainable_weights_digest": weights.hexdigest()[:16],
+            },
+        )
+
+
+def _loop_metrics(
+    params: Params,
+    job: Job,
+    accelerator: Accelerator,
+    start_step: int,
+    last: dict,
+    wait_s: float,
+    loop_s: float,
 ) -> dict:
-    """The run's metrics file: loss, throughput, data wait, model size, device and memory."""
-    accelerator, processes = session.accelerator, session.accelerator.num_processes
-    loop_seconds = max(tally.seconds, 1e-9)
-    steps_run = job.steps - session.start_step
-    samples = steps_run * params.optim.grad_accum * params.optim.batch_size * processes
+    """What the steps did: the step reached, the final loss and rate from the last log record,
+    the throughput and the share of the loop spent waiting for data."""
+    loop_s = max(loop_s, 1e-9)
+    samples = (job.steps - start_step) * params.optim.grad_accum * params.optim.batch_size
+    samples *= accelerator.num_processes
     return {
         "steps": job.steps,
-        "resumed_from_step": session.start_step,
-        "final_loss": tally.last.get("loss"),
-        "lr_final": tally.last.get("lr"),
-        "samples_per_s": samples / loop_seconds,
-        "data_wait_fraction": tally.wait_s / loop_seconds,
-        "trainable_params": session.trainable_params,
-        "total_params": session.total_params,
-        "trainable_fraction": session.trainable_params / session.total_params,
-        "processes": processes,
+        "resumed_from_step": start_step,
+        "final_loss": last.get("loss"),
+        "lr_final": last.get("lr"),
+        "samples_per_s": samples / loop_s,
+        "data_wait_fraction": wait_s / loop_s,
+    }
+
+
+def _model_and_machine(
+    accelerator: Accelerator, device: Choice, precision: Choice, sizes: tuple, started: float
+) -> dict:
+    """The model's size (trainable, total), what ran it and why, the run's time and memory."""
+    trainable, total = sizes
+    return {
+        "trainable_params": trainable,
+        "total_params": total,
+        "trainable_fraction": trainable / total,
+        "processes": accelerator.num_processes,
         "device": str(accelerator.device),
-        "device_reason": session.device.reason,
-        "precision": session.precision.value,
-        "precision_reason": session.precision.reason,
+        "device_reason": device.reason,
+        "precision": precision.value,
+        "precision_reason": precision.reason,
         "seconds": time.perf_counter() - started,
         **peak_memory_mb(accelerator.device),
     }
@@ -554,68 +532,6 @@ def _save_outputs(
             save_base(unwrapped, model_dir, null_prompt(params, job.levels))
         metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
-
-
-def make_schedule(params: Params, job: Job, optimizer, processes: int):
-    """Cosine with warmup; accelerate steps a prepared schedule once per process, so its
-    lengths are scaled by the process count."""
-    return get_cosine_schedule_with_warmup(
-        optimizer, params.optim.warmup_steps * processes, job.steps * processes
-    )
-
-
-def _untimed(name: str):
-    return contextlib.nullcontext()
-
-
-@dataclass
-class Trainer:
-    """What every step of a run shares: the prepared model, optimizer and schedule, the noise
-    scheduler and the parameters that train. Built once by the loop, profile and the benchmark."""
-
-    params: Params
-    accelerator: Accelerator
-    noise: object  # the diffusers noise scheduler
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    schedule: object  # the learning-rate schedule
-    trainable: list[torch.nn.Parameter]
-    reader: LabelReader | None = None  # frozen; its CTC loss reads the restored tick labels
-
-
-def training_step(
-    trainer: Trainer,
-    blurred,
-    sharp,
-    prompt_embeds,
-    step: int,
-    micro: int,
-    phase=_untimed,
-    labels: TextTargets | None = None,
-) -> tuple[torch.Tensor, dict]:
-    """One micro-batch: loss, backward, and (on the last micro-batch) the optimizer step.
-    `phase(name)` wraps forward, backward and optimizer step (the profiler times them); raises
-    NonFiniteLoss before the backward pass of a loss that is not finite. `labels`, where the
-    batch has them (the base's), add the text terms of params `base.text`."""
-    params, accelerator, optimizer = trainer.params, trainer.accelerator, trainer.optimizer
-    with accelerator.accumulate(trainer.model):
-        with phase("forward"):
-            rank = accelerator.process_index
-            draw = step_draw(params, blurred, sharp, step, micro, rank)
-            loss, terms = draw_loss(
-                params, trainer.noise, trainer.model, draw, prompt_embeds, labels, trainer.reader
-            )
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(float(loss.detach()))
-        with phase("backward"):
-            accelerator.backward(loss)
-        with phase("optimizer step"):
-            if accelerator.sync_gradients and params.optim.clip_grad_norm:
-                accelerator.clip_grad_norm_(trainer.trainable, params.optim.clip_grad_norm)
-            optimizer.step()
-            trainer.schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-    return loss, terms
 
 
 @dataclass
