@@ -11,8 +11,8 @@ One constant-rate run scored along the way is an "anytime" curve: a run planned 
 with a decaying rate, ends a little higher at that budget.
 
 Every point is written to benchmarks/results/scaling.json as it finishes, with the training state
-beside it in .linefuse/state/scaling-<backbone>; a rerun resumes where it stopped. It may run for
-hours, so it is not in `make bench`:
+beside it in .linefuse/state/scaling-<backbone>; a rerun resumes where it stopped. It runs far
+longer than the other benchmarks, so it is not in `make bench`:
 
     python benchmarks/scaling.py [--backbones tiny wide] [--max-multiple 128] [--budget-s 3600]
 """

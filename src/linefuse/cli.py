@@ -127,7 +127,7 @@ def run_label_reader(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_train(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.train.loop import run, train_job
+    from linefuse.train.loop import train, train_job
 
     level = args.level
     if level not in params.train.curriculum:
@@ -142,7 +142,7 @@ def run_train(params: Params, args: argparse.Namespace) -> None:
                 f"(dvc repro, or snakemake {needed})"
             )
     with stage(job.name) as written:
-        run(params, job)
+        train(params, job)
         written += [job.out_dir, job.metrics_path]
 
 

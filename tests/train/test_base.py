@@ -130,8 +130,8 @@ def test_the_shipped_base_is_small_named_by_default_and_carded():
 def test_the_shipped_base_restores_default_charts_and_keeps_their_labels_legible():
     """No adapter, 4 default charts (seed 0; the base trained on seed 1) in every domain and
     level, each restore scored twice: the mean PSNR gain over the degraded input is above 3 dB
-    and a sharp chart comes back above 45 dB; and issue 26's text bar, pooled per level as
-    evaluate pools it (about 590 characters a level): the tick labels Tesseract reads in the
+    and a sharp chart comes back above 45 dB; and the tick labels stay legible, pooled per level
+    as evaluate pools it (about 590 characters a level): the tick labels Tesseract reads in the
     output have a character error rate no more than one point above the input's."""
     params = load_params(ROOT / "params.yaml")
     restorer = Restorer(params, None, "cpu", base_dir=SHIPPED)

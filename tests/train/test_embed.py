@@ -231,8 +231,9 @@ def tiny_vae_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def one_thread():
-    """Small convolutions on a shared 2-core box: with 2 intra-op threads and another busy
-    process, each VAE call waits ~0.5 s on the thread barrier (1 thread: ~10 ms)."""
+    """Small convolutions on a shared box: with several intra-op threads and another busy
+    process, each VAE call waits on the thread barrier far longer than it computes; one thread
+    never waits."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

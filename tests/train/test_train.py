@@ -62,7 +62,7 @@ def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     assert [r["step"] for r in records] == list(range(5, steps + 5, 5))
     metrics = json.loads((trained_project / "metrics/train/pretrain.json").read_text())
     untrained = _zero_prediction_val_loss(trained_project, LEVELS)
-    # measured 0.90 of it here: trained at t >= 700 (optim.timestep_range) the model must restore
+    # trained at t >= 700 (optim.timestep_range) the model must restore
     # from the condition alone, where the noisy target gives nothing away
     assert metrics["val_loss"] < 0.94 * untrained, (metrics["val_loss"], untrained)
     # the same yardstick, as pretrain logs it: 3% of its draws are identity pairs, which cost 0

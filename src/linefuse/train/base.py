@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from linefuse.params import Params
-from linefuse.train.loop import base_job, run
+from linefuse.train.loop import base_job, train
 
 
 def base_run_params(params: Params) -> Params:
@@ -36,4 +36,4 @@ def train_base(params: Params) -> tuple[Path, dict]:
     """Trains (or resumes) the base into linefuse/zoo/<base.name>; returns (folder, metrics)."""
     run_params = base_run_params(params)
     job = base_job(run_params)
-    return job.out_dir, run(run_params, job)
+    return job.out_dir, train(run_params, job)

@@ -19,7 +19,7 @@ from linefuse import paths
 from linefuse.data.layout import ADAPTERS_MANIFEST, COMBINED
 from linefuse.params import Params
 from linefuse.stage import atomic_dir, write_json
-from linefuse.train.loop import Job, run
+from linefuse.train.loop import Job, train
 
 log = logging.getLogger("linefuse")
 METRICS_PATH = paths.train_metrics("domains")
@@ -57,7 +57,7 @@ def train_domain_adapters(params: Params) -> dict:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
             for domain in per_domain.domains:
-                metrics["adapters"][domain] = run(
+                metrics["adapters"][domain] = train(
                     params, domain_job(params, domain, tmp / domain, logs)
                 )
                 manifest["adapters"][domain] = domain

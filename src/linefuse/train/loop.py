@@ -5,7 +5,7 @@ train@LEVEL trains a LoRA adapter on that base, starting from the previous curri
 adapter; `linefuse base` trains the shipped base on the chart bank. The same command runs on a
 CPU or under `accelerate launch --num_processes N`.
 
-`run` reads top to bottom, as diffusers' training examples do: the set-up, then each step inline
+`train` reads top to bottom, as diffusers' training examples do: the set-up, then each step inline
 under `accelerator.accumulate` (draw, loss, backward, clip, optimizer and schedule step), then the
 finish (validation loss; model, metrics and logs saved together). What has an idea of its own is
 a function beside it: the data, the model, the checkpoints, `step_draw` (what a micro-batch
@@ -291,7 +291,7 @@ def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
     return model
 
 
-def run(params: Params, job: Job) -> dict:
+def train(params: Params, job: Job) -> dict:
     """Trains `job`, resuming from its last matching checkpoint; returns the final metrics."""
     started, optim = time.perf_counter(), params.optim
     accelerator, device, precision = make_accelerator(params, CheckpointStore(job.name, "", 0).root)
@@ -672,7 +672,7 @@ def pretrain_or_copy(params: Params) -> dict:
     such as chart-base, or a local folder) is only widened where needed and saved."""
     job = pretrain_job(params)
     if fresh_config(params.model.unet):
-        return run(params, job)
+        return train(params, job)
     manifest = paths.embeddings(job.levels[0]) / "manifest.json"
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
     unet = build_unet(params.model.unet, channels)

@@ -78,7 +78,7 @@ def training_step(
     phase=_untimed,
     labels: TextTargets | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """One micro-batch as linefuse.train.loop.run steps it inline (keep the two alike): loss,
+    """One micro-batch as linefuse.train.loop.train steps it inline (keep the two alike): loss,
     backward and, on the last micro-batch, the optimizer step. `phase(name)` wraps forward,
     backward and optimizer step (the profiler times them); a loss that is not finite raises
     ArithmeticError before its backward pass."""
