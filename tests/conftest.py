@@ -32,7 +32,9 @@ LEVELS = ("easy", "medium", "hard")
 # every `engines` test; `make test-fast` (pytest -m "not slow") leaves them out. A test that runs
 # stages or trains on its own carries @pytest.mark.slow (tests/codebase/test_suite_layout.py checks
 # that fixtures calling run_cli build on one of these or are listed here).
-PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds"})
+PIPELINE_FIXTURES = frozenset(
+    {"tiny_project", "trained_project", "dvc_build", "snakemake_build", "engine_builds"}
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
@@ -127,16 +129,10 @@ def embed_all(project: Path, params: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def trained_project(tmp_path_factory) -> Path:
-    """Data, embeddings, pretrain and the whole curriculum on tiny params, built once (read-only
-    use: tests that change it work on a copy)."""
-    params = tiny_params()
-    project = build_data(tmp_path_factory.mktemp("trained"), params)
-    embed_all(project, params)
-    assert run_cli(project, "pretrain") == 0
-    for level in LEVELS:
-        assert run_cli(project, "train", "--level", level) == 0
-    return project
+def trained_project(dvc_build) -> Path:
+    """Data, embeddings, pretrain, the whole curriculum and evaluate on tiny params: the dvc
+    build, shared (read-only use: tests that change it work on a copy)."""
+    return dvc_build
 
 
 def copy_project(source: Path, target: Path) -> Path:
@@ -148,23 +144,40 @@ def copy_project(source: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def engine_builds(tmp_path_factory) -> tuple[Path, Path]:
-    """The repo on tiny params built from scratch once by `dvc repro` and once by Snakemake
-    (read-only use: copy with copy_project first)."""
-    from test_engines import ALL_STAGES, ENV, make_project, ran_dvc_stages, run
+def engines_root(tmp_path_factory) -> Path:
+    """Where each engine builds its project, beside its log (dvc.log, snakemake.log)."""
+    return tmp_path_factory.mktemp("engines")
 
-    root = tmp_path_factory.mktemp("engines")
-    by_dvc = make_project(root / "dvc", tiny_params())
-    by_snakemake = make_project(root / "snakemake", tiny_params())
-    log = run(by_dvc, "dvc", "repro")
+
+@pytest.fixture(scope="session")
+def dvc_build(engines_root) -> Path:
+    """The repo on tiny params built from scratch once by `dvc repro` (read-only use: copy with
+    copy_project first)."""
+    from test_engines import ALL_STAGES, make_project, ran_dvc_stages, run
+
+    project = make_project(engines_root / "dvc", tiny_params())
+    log = run(project, "dvc", "repro")
     assert ran_dvc_stages(log) == ALL_STAGES
-    (root / "dvc.log").write_text(log)
+    (engines_root / "dvc.log").write_text(log)
+    return project
+
+
+@pytest.fixture(scope="session")
+def snakemake_build(engines_root) -> Path:
+    """The same built once by Snakemake (read-only use)."""
+    from test_engines import ENV, make_project, run
+
+    project = make_project(engines_root / "snakemake", tiny_params())
     # each job logs the modules it imports (Python's -X importtime), for test_engines to hold
     # them to the stage's declared code deps
-    log = run(
-        by_snakemake, "snakemake", "--cores", "2", env={**ENV, "PYTHONPROFILEIMPORTTIME": "1"}
-    )
+    importtime = {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}
+    log = run(project, "snakemake", "--cores", "2", env=importtime)
     # the stages' own lines (test_kill reads their timings) go to the jobs' log: files
-    log += "".join(f.read_text() for f in sorted((by_snakemake / "logs/snakemake").rglob("*.log")))
-    (root / "snakemake.log").write_text(log)
-    return by_dvc, by_snakemake
+    log += "".join(f.read_text() for f in sorted((project / "logs/snakemake").rglob("*.log")))
+    (engines_root / "snakemake.log").write_text(log)
+    return project
+
+
+@pytest.fixture(scope="session")
+def engine_builds(dvc_build, snakemake_build) -> tuple[Path, Path]:
+    return dvc_build, snakemake_build
