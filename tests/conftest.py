@@ -29,9 +29,11 @@ LEVELS = ("easy", "medium", "hard")
 
 # The session fixtures below that build a pipeline (stages run in-process, or by dvc and
 # snakemake). A test that uses one, itself or through another fixture, is marked `slow`, and so is
-# every `engines` test; `make test-fast` (pytest -m "not slow") leaves them out. A test that runs
-# stages or trains on its own carries @pytest.mark.slow (tests/codebase/test_suite_layout.py checks
-# that fixtures calling run_cli build on one of these or are listed here).
+# every `engines` test (each runs dvc or snakemake); `make test-fast` (pytest -m "not slow") leaves
+# them out. A test that runs stages or trains on its own, or spends seconds in a real tool
+# (Tesseract, a fresh interpreter) or on whole charts, carries @pytest.mark.slow
+# (tests/codebase/test_suite_layout.py checks that fixtures calling run_cli build on one of these
+# or are listed here).
 PIPELINE_FIXTURES = frozenset(
     {"tiny_project", "trained_project", "dvc_build", "snakemake_build", "engine_builds"}
 )

@@ -78,6 +78,7 @@ def test_the_layer_rule_catches_an_upward_import(tmp_path):
     assert _imports(module) == [(2, "linefuse.train.loop")]
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch per entry
 @pytest.mark.parametrize("entry", ["linefuse.serve.app", "linefuse.serve.restorer"])
 def test_the_service_does_not_import_the_data_stages_libraries(entry):
     probe = (

@@ -71,6 +71,7 @@ def psnr_deltas(params, crops) -> dict[str, tuple[float, float]]:
     return table
 
 
+@pytest.mark.slow
 def test_every_domain_and_level_matches_numpy_psnr(psnr_deltas):
     print({cell: round(t - n, 3) for cell, (n, t) in psnr_deltas.items()})
     far = {cell: (n, t) for cell, (n, t) in psnr_deltas.items() if abs(t - n) > TOLERANCE_DB}

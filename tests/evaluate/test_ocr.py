@@ -36,6 +36,7 @@ def _labels(sidecar: dict) -> list[ocr.Label]:
 
 
 @needs_tesseract
+@pytest.mark.slow
 def test_sharp_labels_read_right_and_blurred_ones_wrong():
     """The first 12 default charts (6-9 pt labels at 72-100 dpi, 417 characters): few of the
     sharp charts' characters read wrong, nearly all after a Gaussian blur of sigma 2 px (the rates

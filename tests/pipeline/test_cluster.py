@@ -56,6 +56,7 @@ def repo_copy(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.engines
 def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
     jobs = _dry_run(repo_copy)
     assert len(jobs) == 16
@@ -81,6 +82,7 @@ def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
             assert re.search(r" > logs/snakemake/[\w/]+\.log 2>&1$", job["shell"]), name
 
 
+@pytest.mark.engines
 def test_process_count_from_params_reaches_the_launch_and_the_gpu_request(repo_copy):
     params = yaml.safe_load((repo_copy / "params.yaml").read_text())
     params["launch"] = {"processes": 4, "config": "workflow/accelerate/ddp.yaml"}

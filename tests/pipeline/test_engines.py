@@ -101,6 +101,7 @@ def _collapsed(name: str, deps: list[str]) -> list[str]:
     )
 
 
+@pytest.mark.engines
 def test_both_engines_declare_the_same_stages():
     """Both engines turn the one declaration into the same stage names, commands, inputs, outputs
     and params keys (Snakemake adds --workers, and sends each job's stdout and stderr to its own
@@ -126,6 +127,7 @@ def test_both_engines_declare_the_same_stages():
     assert sorted(from_snakemake) == sorted(ALL_STAGES)
 
 
+@pytest.mark.engines
 def test_every_stage_depends_on_all_the_code_it_runs():
     """In both engines each stage lists the import closure of its command: the issue's examples
     (to_uint8 in transforms.py, sample() in diffusion.py, model.py) for evaluate among them."""
@@ -160,6 +162,7 @@ def test_every_file_the_package_reads_belongs_to_a_module():
 ACCEPTED_LINT = "Specify a conda environment or container for each rule."
 
 
+@pytest.mark.engines
 def test_snakemake_lint_finds_nothing_else():
     done = subprocess.run(
         [str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=ENV, capture_output=True, text=True
