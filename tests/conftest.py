@@ -87,7 +87,9 @@ def tiny_params() -> dict:
     params["eval"]["sweep"]["steps"] = [1, 4, 8]
     params["shards"].update(crop=32, patches_per_image=2, val_crop=48, samples_per_shard=16)
     params["embed"].update(batch_size=16)
-    params["optim"].update(batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5)
+    params["optim"].update(
+        batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5, val_every=10
+    )
     params["pretrain"]["steps"] = 160
     for level in params["train"]["curriculum"].values():
         level["steps"] = 10

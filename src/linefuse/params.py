@@ -516,6 +516,7 @@ class OptimParams(Strict):
     checkpoint_every: Annotated[int, Field(ge=1)]
     keep_checkpoints: Annotated[int, Field(ge=1)]
     log_every: Annotated[int, Field(ge=1)]
+    val_every: Annotated[int, Field(ge=0)]
     memory_warn_fraction: Annotated[float, Field(gt=0.0, le=1.0)]
 
 

@@ -11,7 +11,7 @@ from conftest import ROOT
 PACKAGE = ROOT / "src/linefuse"
 MOST_FUNCTION_LINES = 80
 MOST_EVALUATE_MODULE_LINES = 300  # the stage's orchestration, scoring, tables and outputs
-MOST_REPORT_LINES = 400
+MOST_REPORT_LINES = 410
 # params.py is the schema: one class per params block, long by nature
 EXEMPT = {PACKAGE / "params.py"}
 

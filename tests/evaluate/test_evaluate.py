@@ -165,6 +165,10 @@ def test_eval_json_is_the_headline_each_figure_from_the_detail(evaluated):
         assert block["samples"] == summary["samples"] > 0
         assert block["worst_cell_gain_db"] == summary[f"min_psnr_gain_s{steps}"] < block["gain_db"]
         assert block["sharp_worst_psnr"] == split["sharp"][f"min_psnr_s{steps}"]
+        adapt = summary[f"adapt_gain_s{steps}"]
+        assert block["adapt_gain_db"] == adapt
+        assert block["adapt_gain_db_low"] == summary[f"adapt_gain_s{steps}_low"] < adapt
+        assert block["adapt_gain_db_high"] == summary[f"adapt_gain_s{steps}_high"] > adapt
     gains = detail[f"psnr_gain_s{steps}"]
     assert set(headline["domain_gain_db"]) == set(DOMAINS)
     for domain, gain in headline["domain_gain_db"].items():
@@ -197,6 +201,8 @@ def test_eval_json_is_the_headline_each_figure_from_the_detail(evaluated):
         assert row["cell"] == f"{row['split']} {row['domain']} {row['level']}"
         assert [int(row["samples"]), float(row["gain"])] == [cell["samples"], cell["mean"]]
         assert float(row["low"]) == cell["low"] and float(row["high"]) == cell["high"]
+        adapted = split[f"adapt_gain_s{steps}"][row["domain"]][row["level"]]
+        assert float(row["adapt_gain"]) == adapted["mean"]
 
 
 def test_eval_detail_has_every_table(evaluated):
@@ -209,7 +215,7 @@ def test_eval_detail_has_every_table(evaluated):
             assert set(by_level) == set(LEVELS)
             for cell in by_level.values():
                 kernel = domain not in ("compression", "lowres")
-                expected = {"input", "unsharp", model} | (
+                expected = {"input", "unsharp", model, f"base_s{params['steps']}"} | (
                     {"wiener", "richardson_lucy"} if kernel else set()
                 )
                 assert set(cell) == expected
@@ -265,6 +271,30 @@ def test_every_cell_has_its_sample_count_and_gain_interval(evaluated):
     low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
     assert low < summary[f"psnr_gain_s{steps}"] < high
     assert summary["interval_confidence"] == 0.95
+
+
+def test_what_adapting_bought_is_the_adapter_against_the_base_alone(evaluated):
+    """adapt_gain_sN: in every cell of both splits the base alone (no adapter) is scored beside
+    the adapted model, and the cell's adapt gain is the PSNR table's model minus base, over the
+    same images; the summary's mean is that of the cells, inside its interval."""
+    report = _detail(evaluated)
+    steps = tiny_params()["eval"]["steps"]
+    model, base = f"model_s{steps}", f"base_s{steps}"
+    for split in (report, report["held_out"]):
+        means = []
+        for domain, by_level in split[f"adapt_gain_s{steps}"].items():
+            for level, cell in by_level.items():
+                table = split["psnr"][domain][level]
+                assert cell["mean"] == pytest.approx(table[model] - table[base], abs=2e-3)
+                assert cell["samples"] == split[f"psnr_gain_s{steps}"][domain][level]["samples"]
+                means.append(cell["mean"])
+        assert len(means) == len(DOMAINS) * len(LEVELS)
+        summary = split["summary"]
+        assert summary[f"adapt_gain_s{steps}"] == pytest.approx(np.mean(means), abs=1e-3)
+        low, high = summary[f"adapt_gain_s{steps}_low"], summary[f"adapt_gain_s{steps}_high"]
+        assert low < summary[f"adapt_gain_s{steps}"] < high
+    # the tiny curriculum trains on the base's own data: adapting moves it, both ways by cell
+    assert report["summary"][f"adapt_gain_s{steps}"] != 0
 
 
 def test_the_held_out_families_are_scored_apart(evaluated):
@@ -504,3 +534,11 @@ def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, t
             assert ("model_domain_s4" in cell) == (domain in ("gaussian", "scan"))
             assert "model_combined_s4" in cell and "model_combined_s1" not in cell
     assert {"psnr_gain_domain_s4", "psnr_gain_combined_s4"} <= set(report["summary"])
+    for kind in ("domain", "combined"):  # what each adapter bought over the base alone
+        extra = [
+            cell[f"model_{kind}_s4"] - cell["base_s4"]
+            for by_level in report["psnr"].values()
+            for cell in by_level.values()
+            if f"model_{kind}_s4" in cell
+        ]
+        assert report["summary"][f"adapt_gain_{kind}_s4"] == pytest.approx(np.mean(extra), abs=1e-3)

@@ -135,21 +135,26 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     steps = tiny_params()["eval"]["steps"]
     hard = report["psnr"]["gaussian"]["hard"][f"model_s{steps}"]
     assert f">{hard:.2f}</td>" in page
-    # each cell's sample count, mean gain and interval, as the detail has them
-    gains = report[f"psnr_gain_s{steps}"]
-    rows = _table(page, "PSNR gain of the model over the input")[2:]
-    assert len(rows) == 15
-    domain = None
-    for row in rows:
-        if len(row) == 5:
-            domain = row.pop(0)[0]
-        cell = gains[domain][row[0][0]]
-        interval = f"{cell['low']:+.2f} … {cell['high']:+.2f}"
-        assert [text for text, _ in row[1:]] == [
-            str(cell["samples"]),
-            f"{cell['mean']:+.2f}",
-            interval,
-        ]
+    # each cell's sample count, mean gain and interval, as the detail has them: over the input,
+    # and what adapting bought, over the base alone
+    for block, caption in (
+        ("psnr_gain", "PSNR gain of the model over the input"),
+        ("adapt_gain", "PSNR gain of the adapted model over the base alone"),
+    ):
+        gains = report[f"{block}_s{steps}"]
+        rows = _table(page, caption)[2:]
+        assert len(rows) == 15
+        domain = None
+        for row in rows:
+            if len(row) == 5:
+                domain = row.pop(0)[0]
+            cell = gains[domain][row[0][0]]
+            interval = f"{cell['low']:+.2f} … {cell['high']:+.2f}"
+            assert [text for text, _ in row[1:]] == [
+                str(cell["samples"]),
+                f"{cell['mean']:+.2f}",
+                interval,
+            ]
 
     shown = page.replace("<wbr>", "")  # line-break opportunities in long keys
     assert report["summary"]
@@ -180,7 +185,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
         assert [text for text, _ in row[-4:-1]] == ["–" if v is None else f"{v:.3f}" for v in rates]
         assert row[-1][0] == str(cell["labels"])
     tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
-    tabled.add(f"psnr_gain_s{steps}")
+    tabled |= {f"psnr_gain_s{steps}", f"adapt_gain_s{steps}"}
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:

@@ -56,6 +56,22 @@ def _zero_prediction_val_loss(project: Path, levels) -> float:
     return float(torch.stack(losses).mean())
 
 
+def test_each_level_logs_its_validation_curve(trained_project):
+    """Every optim.val_every steps the step log, and DVCLive's plots, carry the val loss (the
+    same fixed draw each time); the last point is the run's final val_loss."""
+    every = tiny_params()["optim"]["val_every"]
+    for level in LEVELS:
+        logs = trained_project / "logs/train" / level
+        records = _steps(logs / "steps.jsonl")
+        curve = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
+        assert [step for step, _ in curve] == [r["step"] for r in records if r["step"] % every == 0]
+        assert curve and all(loss > 0 for _, loss in curve)
+        final = json.loads((trained_project / f"metrics/train/{level}.json").read_text())
+        assert curve[-1][1] == pytest.approx(final["val_loss"], rel=1e-6)
+        plotted = (logs / "dvclive/plots/metrics/train/val_loss.tsv").read_text().splitlines()
+        assert len(plotted) == len(curve) + 1  # a header, then a row per point
+
+
 def test_pretrain_lowers_the_loss_and_saves_a_diffusers_folder(trained_project):
     steps = tiny_params()["pretrain"]["steps"]
     records = _steps(trained_project / "logs/pretrain/steps.jsonl")

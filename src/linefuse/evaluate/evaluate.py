@@ -2,8 +2,9 @@
 
 On the test split of every level (whole images unless shards.test_crop crops them): the blurred
 input, Wiener and Richardson-Lucy (with the kernel the degradation used), unsharp masking, and the
-final curriculum adapter at `eval.steps` DDIM steps; with per-domain adapters (train_domains), also
-each domain's own adapter and their weighted merge. Each cell (domain x level) gets its sample
+final curriculum adapter at `eval.steps` DDIM steps, and the base it was adapted from, alone (what
+adapting bought: adapt_gain); with per-domain adapters (train_domains), also each domain's own
+adapter and their weighted merge. Each cell (domain x level) gets its sample
 count and a bootstrap interval of the model's mean gain over the input. A centred tile of a few
 images per cell is also restored at every step count of `eval.sweep`, timed per megapixel.
 Charts also get LineFuse's peak-position and integral errors, and the first `eval.ocr.max_images`
@@ -74,12 +75,14 @@ class _TimedRestorer:
 
 class _Models:
     """The restorers evaluate runs: the final curriculum adapter (timed, moving the progress
-    bar), the same for the sweep (timed apart), and any per-domain adapters and their merge."""
+    bar), the same for the sweep (timed apart), the base with no adapter, and any per-domain
+    adapters and their merge."""
 
     def __init__(self, params: Params, device: Choice, progress: tqdm):
         restorer = Restorer(params, paths.adapter(params.train.order()[-1]), device.value)
         self.restore = _TimedRestorer(restorer, params, progress)
         self.sweep = _TimedRestorer(restorer, params)
+        self.base = Restorer(params, None, device.value)
         extra = domain_adapters()
         self.by_domain = {
             domain: Restorer(params, path, device.value)
@@ -90,12 +93,13 @@ class _Models:
         )
 
     def outputs(self, pairs: list[tuple], params: Params) -> dict[str, list]:
-        """Every model's restorations of the pairs: model_sN; with per-domain adapters
-        (train_domains), each domain's own adapter on its samples (model_domain_sN) and the
-        weighted merge on all (model_combined_sN); None where not run."""
+        """Every model's restorations of the pairs: model_sN, and the base alone (base_sN);
+        with per-domain adapters (train_domains), each domain's own adapter on its samples
+        (model_domain_sN) and the weighted merge on all (model_combined_sN); None where not run."""
         steps, seed, batch = params.eval.steps, params.eval.seed, params.eval.batch_size
         blurred = [pair[0] for pair in pairs]
         outputs = {f"model_s{steps}": self.restore(blurred, steps)}
+        outputs[f"base_s{steps}"] = self.base.restore_images(blurred, steps, seed, batch)
         if self.by_domain:
             own: list = [None] * len(pairs)
             for domain, restorer in self.by_domain.items():

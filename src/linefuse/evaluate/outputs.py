@@ -7,9 +7,11 @@ file's key order in its columns):
 
 - gain_db, gain_db_low, gain_db_high, samples: the test split's mean PSNR gain of the model over
   the input (the mean of the domain x level cells' means), its bootstrap interval, its images;
+- adapt_gain_db, adapt_gain_db_low, adapt_gain_db_high: what adapting bought, the adapted model's
+  mean PSNR gain over the base alone (no adapter), with its interval;
 - worst_cell_gain_db: the smallest cell gain; sharp_worst_psnr: the model's worst PSNR on a chart
   that was sharp already (what a restoration must not harm);
-- held_out.*: the same six for the held-out chart families (when there are any);
+- held_out.*: the same for the held-out chart families (when there are any);
 - domain_gain_db.<domain>: the mean over its levels of each cell's mean gain;
 - few_step_shortfall_db: on the sweep's tiles, the PSNR the fewest steps (<= 4) lose against the
   most steps swept;
@@ -63,12 +65,16 @@ def write_outputs(detail: dict, showcase: dict, params: Params) -> None:
 
 
 def _split_headline(block: dict, steps: int) -> dict:
-    """gain_db and its interval, samples, worst_cell_gain_db, sharp_worst_psnr of one split."""
+    """gain_db and adapt_gain_db with their intervals, samples, worst_cell_gain_db,
+    sharp_worst_psnr of one split."""
     summary, sharp = block.get("summary", {}), block.get("sharp", {})
     named = {
         "gain_db": summary.get(f"psnr_gain_s{steps}"),
         "gain_db_low": summary.get(f"psnr_gain_s{steps}_low"),
         "gain_db_high": summary.get(f"psnr_gain_s{steps}_high"),
+        "adapt_gain_db": summary.get(f"adapt_gain_s{steps}"),
+        "adapt_gain_db_low": summary.get(f"adapt_gain_s{steps}_low"),
+        "adapt_gain_db_high": summary.get(f"adapt_gain_s{steps}_high"),
         "samples": summary.get("samples"),
         "worst_cell_gain_db": summary.get(f"min_psnr_gain_s{steps}"),
         "sharp_worst_psnr": sharp.get(f"min_psnr_s{steps}"),
@@ -161,17 +167,21 @@ def _splits(detail: dict) -> list[tuple[str, dict]]:
 
 def _write_gains(detail: dict, domains: list[str], levels: list[str], steps: int, path: Path):
     """plots/gain_by_cell.csv: each cell's mean PSNR gain with its interval, test then held-out,
-    one bar per `cell` (split domain level) in `dvc plots show`."""
+    one bar per `cell` (split domain level) in `dvc plots show`; adapt_gain beside it, the
+    adapted model's mean gain over the base alone."""
     rows = []
     for split, block in _splits(detail):
         gains = block.get(f"psnr_gain_s{steps}", {})
+        adapted = block.get(f"adapt_gain_s{steps}", {})
         for domain in (d for d in domains if d in gains):
             for level in (lv for lv in levels if lv in gains[domain]):
                 cell = gains[domain][level]
                 bounds = ["" if cell[k] is None else cell[k] for k in ("low", "high")]
+                adapt = adapted.get(domain, {}).get(level, {}).get("mean", "")
                 label = f"{split} {domain} {level}"
-                rows.append([label, split, domain, level, cell["samples"], cell["mean"], *bounds])
-    header = ["cell", "split", "domain", "level", "samples", "gain", "low", "high"]
+                row = [label, split, domain, level, cell["samples"], cell["mean"], *bounds, adapt]
+                rows.append(row)
+    header = ["cell", "split", "domain", "level", "samples", "gain", "low", "high", "adapt_gain"]
     _write_csv(path, header, rows)
 
 

@@ -46,20 +46,16 @@ def tables(scores: Scores, params: Params) -> dict:
     """One split's blocks: psnr, ssim and chart means per cell, psnr_gain_sN (each cell's sample
     count and interval), chart_summary, ocr_cer, the summary, psnr_by_domain_sN and sharp."""
     steps, cells = params.eval.steps, scores.cells
-    model = f"model_s{steps}"
+    model, base = f"model_s{steps}", f"base_s{steps}"
     report = {
         "psnr": _per_cell(cells, lambda c: {n: _mean(v) for n, v in c.psnr.items()}),
         "ssim": _per_cell(cells, lambda c: {n: _mean(v) for n, v in c.ssim.items()}),
     }
     gains = _per_cell(cells, lambda c: np.subtract(c.psnr[model], c.psnr["input"]).tolist())
-    interval, seed = params.eval.interval, params.eval.seed
-    report[f"psnr_gain_s{steps}"] = {
-        domain: {
-            level: _rounded(mean_interval(values, interval, seed))
-            for level, values in by_level.items()
-        }
-        for domain, by_level in gains.items()
-    }
+    report[f"psnr_gain_s{steps}"] = _cell_intervals(gains, params)
+    # what adapting bought: the adapted model's gain over the base it started from, alone
+    adapted = _per_cell(cells, lambda c: np.subtract(c.psnr[model], c.psnr[base]).tolist())
+    report[f"adapt_gain_s{steps}"] = _cell_intervals(adapted, params)
     report["chart"] = _per_cell(
         cells,
         lambda c: {
@@ -75,8 +71,10 @@ def tables(scores: Scores, params: Params) -> dict:
                 for name, errors in cell.ocr.items():
                     report["chart"][domain][level][name]["ocr_cer"] = _pooled_cer(errors)
     cell_gains = [values for by_level in gains.values() for values in by_level.values()]
-    report["summary"] = _summary(report, params.degrade.levels, steps) | _headline_interval(
-        cell_gains, report[f"psnr_gain_s{steps}"], steps, params
+    report["summary"] = (
+        _summary(report, params.degrade.levels, steps)
+        | _headline_interval(cell_gains, report[f"psnr_gain_s{steps}"], steps, params)
+        | _adapt_interval(adapted, steps, params)
     )
     report[f"psnr_by_domain_s{steps}"] = {
         domain: _mean([cell[model] for cell in by_level.values()])
@@ -89,6 +87,31 @@ def tables(scores: Scores, params: Params) -> dict:
             f"min_psnr_s{steps}": round(min(scores.sharp_psnr), 4),
         }
     return report
+
+
+def _cell_intervals(values: dict, params: Params) -> dict:
+    """Each cell's sample count, mean and bootstrap interval of its per-image values."""
+    interval, seed = params.eval.interval, params.eval.seed
+    return {
+        domain: {
+            level: _rounded(mean_interval(cell, interval, seed)) for level, cell in by_level.items()
+        }
+        for domain, by_level in values.items()
+    }
+
+
+def _adapt_interval(adapted: dict, steps: int, params: Params) -> dict:
+    """adapt_gain_sN: the mean over cells of the adapted model's gain over the base alone, and
+    its interval (resampled within each cell, as the headline gain's)."""
+    cells = [values for by_level in adapted.values() for values in by_level.values()]
+    if not cells:
+        return {}
+    overall = _rounded(mean_of_means_interval(cells, params.eval.interval, params.eval.seed))
+    return {
+        f"adapt_gain_s{steps}": overall["mean"],
+        f"adapt_gain_s{steps}_low": overall["low"],
+        f"adapt_gain_s{steps}_high": overall["high"],
+    }
 
 
 def _pooled_cer(errors: list[tuple]) -> float | None:
@@ -194,14 +217,12 @@ def _summary(report: dict, levels: list[str], steps: int) -> dict:
     }
     for kind in ("domain", "combined"):
         name = f"model_{kind}_s{steps}"
-        extra = [
-            cell[name] - cell["input"]
-            for by_level in report["psnr"].values()
-            for cell in by_level.values()
-            if name in cell
-        ]
-        if extra:
-            summary[f"psnr_gain_{kind}_s{steps}"] = _mean(extra)
+        scored = [cell for by_level in report["psnr"].values() for cell in by_level.values()]
+        if extra := [cell for cell in scored if name in cell]:
+            summary[f"psnr_gain_{kind}_s{steps}"] = _mean([c[name] - c["input"] for c in extra])
+            summary[f"adapt_gain_{kind}_s{steps}"] = _mean(
+                [c[name] - c[f"base_s{steps}"] for c in extra]
+            )
     return summary
 
 

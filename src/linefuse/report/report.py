@@ -37,12 +37,13 @@ INPUTS = [EVAL_DETAIL, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 # The report stage (linefuse.pipeline) tracks this list.
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
-# the detail's blocks with tables of their own (and psnr_gain_sN); the rest are summary cards
+# the detail's blocks with tables of their own (and the gain blocks); the rest are summary cards
 TABLED = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
-GAIN_BLOCK = re.compile(r"psnr_gain_s\d+")
+GAIN_BLOCK = re.compile(r"(psnr|adapt)_gain_s\d+")
 GROUP_LABELS = dict(
     input="blurred", classical="classical baselines", model="model · sN = N DDIM steps"
 )
+MODELS = ("model_", "base_")  # the adapted model's methods, and the base's alone
 NA = ("–", "na", "")  # an empty cell: text, class, style
 
 
@@ -72,8 +73,8 @@ def write_report(params: Params, params_path: Path) -> Path:
 
 # -- methods: evaluate's naming is the only source, so a new baseline shows up without an edit here
 def method_group(name: str) -> str:
-    """`input` is the blurred input, `model_*` the model (any adapter), the rest classical."""
-    return "input" if name == "input" else "model" if name.startswith("model_") else "classical"
+    """`input` is the blurred input, MODELS the model (any adapter) and the base alone."""
+    return "input" if name == "input" else "model" if name.startswith(MODELS) else "classical"
 
 
 def method_order(names: Iterable[str]) -> list[str]:
@@ -235,7 +236,7 @@ def _gain_cells(cell: dict) -> list[tuple]:
 
 
 def gain_grid(block: dict, axes: Axes, confidence: float, caption: str) -> Grid:
-    """The detail's psnr_gain_sN: each cell's sample count, mean gain and bootstrap interval."""
+    """A gain block (psnr_gain_sN, adapt_gain_sN): per cell its images, mean and interval."""
     columns = [
         ("images", "samples"),
         ("mean", "mean"),
@@ -365,9 +366,11 @@ def _split(block: dict, axes: Axes, confidence: float, held_out: bool = False) -
     """One split's PSNR table, gain table and chart summary (the test split or the held-out)."""
     prefix = "Held-out " if held_out else ""
     gain = f"{prefix}PSNR gain of the model over the input"
+    adapt = f"{prefix}PSNR gain of the adapted model over the base alone: what adapting bought"
     return {
         "psnr": score_grid(block.get("psnr", {}), axes, 2, f"{prefix}PSNR", "dB"),
         "gain": gain_grid(block.get(f"psnr_gain_s{axes.steps}", {}), axes, confidence, gain),
+        "adapt": gain_grid(block.get(f"adapt_gain_s{axes.steps}", {}), axes, confidence, adapt),
         "chart_summary": chart_summary_table(block.get("chart_summary", {}), axes.steps),
     }
 

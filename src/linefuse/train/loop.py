@@ -20,7 +20,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -316,7 +318,9 @@ def train(params: Params, job: Job) -> dict:
     reader = label_reader(params.base.text.reader, accelerator.device) if ctc else None
     prompt_table = prompt_table.to(accelerator.device)
     logs = store.logs_dir()  # grow beside the checkpoints; replace job.log_dir at the end
-    logger = _step_logger(params, job, accelerator, logs, start_step)
+    unwrapped = accelerator.unwrap_model(model)
+    validate = partial(_validation_loss, params, job, unwrapped, noise, prompt_table, device.value)
+    logger = _step_logger(params, job, accelerator, logs, start_step, validate)
     digest = _RankDigest() if os.environ.get(DIGESTS_ENV) == "1" else None
 
     batches = stream.batches(skip=start_step * optim.grad_accum)
@@ -354,7 +358,6 @@ def train(params: Params, job: Job) -> dict:
     loop_s = time.perf_counter() - loop_started
 
     accelerator.wait_for_everyone()
-    unwrapped = accelerator.unwrap_model(model)
     if digest is not None:
         digest.write(logs, accelerator.process_index, unwrapped)
     metrics = _loop_metrics(params, job, accelerator, start_step, last, wait_s, loop_s)
@@ -401,9 +404,15 @@ def _resume(job: Job, accelerator: Accelerator, store: CheckpointStore) -> int:
 
 
 def _step_logger(
-    params: Params, job: Job, accelerator: Accelerator, staging_logs: Path, start_step: int
+    params: Params,
+    job: Job,
+    accelerator: Accelerator,
+    staging_logs: Path,
+    start_step: int,
+    validate: Callable[[], float | None],
 ) -> StepLogger:
-    """The JSONL and DVCLive step log; a resumed run first drops the records past its step."""
+    """The JSONL and DVCLive step log, with the validation loss every optim.val_every steps; a
+    resumed run first drops the records past its step."""
     # logs grow beside the checkpoints and replace job.log_dir with the model at the end
     if start_step > 0:
         trim_step_log(staging_logs, start_step)
@@ -415,6 +424,8 @@ def _step_logger(
         accelerator.device,
         enabled=accelerator.is_main_process,
         resume=start_step > 0,
+        validate=validate,
+        validate_every=params.optim.val_every,
     )
 
 
@@ -646,6 +657,13 @@ def _validation_losses(
     if not len(dataset):
         return None, None
     return sum(losses) / len(dataset), sum(unchanged) / len(dataset) if unchanged else None
+
+
+def _validation_loss(
+    params: Params, job: Job, model, scheduler, prompt_table, device
+) -> float | None:
+    """The validation loss alone, for the step log's val curve."""
+    return _validation_losses(params, job, model, scheduler, prompt_table, device)[0]
 
 
 BARELY_RESTORING = 0.98  # of the unchanged input's val loss: this close, next to nothing was learnt

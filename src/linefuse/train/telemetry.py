@@ -10,6 +10,7 @@ import json
 import logging
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -39,8 +40,13 @@ class StepLogger:
         device: torch.device,
         enabled: bool,
         resume: bool,
+        validate: Callable[[], float | None] | None = None,
+        validate_every: int = 0,
     ):
+        """`validate()`, every `validate_every` steps that are log steps, adds the validation
+        loss (None: there is no val split) to the record as val_loss."""
         self.every, self.device, self.enabled, self.stage_name = every, device, enabled, stage_name
+        self.validate, self.validate_every = validate, validate_every
         self.warn_fraction, self.warned = memory_warn_fraction, False
         self.window: dict[str, list[float]] = {}
         self.window_started = time.perf_counter()
@@ -71,6 +77,10 @@ class StepLogger:
             **peak_memory_mb(self.device),
             **(extra or {}),
         }
+        due = self.validate_every and step % self.validate_every == 0
+        if self.enabled and self.validate is not None and due:
+            if (val_loss := self.validate()) is not None:
+                record["val_loss"] = val_loss
         self._watch_memory()
         if self.enabled:
             self.jsonl.write(json.dumps(record) + "\n")
