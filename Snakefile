@@ -30,10 +30,11 @@ for stage in STAGES:
             rule_outputs(stage),
         params:
             tracked=tracked(*stage.params),
+            command=job_command(stage),
         log:
             job_log(stage),
         threads: stage.threads or workflow.cores
         resources:
             **job_resources(stage),
         shell:
-            job_shell(stage)
+            "{params.command} > {log} 2>&1"

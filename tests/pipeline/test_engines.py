@@ -42,7 +42,8 @@ with SnakemakeApi(OutputSettings()) as api:
                                       str(text(wildcards) if callable(text) else text))
             params = rule.params.tracked(wildcards)
             stages[rule.name + (f"@{level}" if level else "")] = {
-                "cmd": fill(rule.shellcmd.replace("{wildcards.level}", "{level}")),
+                "shell": rule.shellcmd,
+                "cmd": rule.params.command(wildcards, "{threads}"),
                 "deps": sorted(fill(p) for p in rule.input),
                 "outs": sorted(fill(p) for p in rule.output),
                 "params": sorted(params),
@@ -114,10 +115,8 @@ def test_both_engines_declare_the_same_stages():
         log = declared.pop("log")
         assert len(log) == 1 and log[0].startswith("logs/snakemake/"), (name, log)
         assert not any(log[0] == out or log[0].startswith(f"{out}/") for out in dvc_outs), name
-        assert declared["cmd"].endswith(LOG_REDIRECT), (name, declared["cmd"])
-        declared["cmd"] = (
-            declared["cmd"].removesuffix(LOG_REDIRECT).replace(" --workers {threads}", "")
-        )
+        assert declared.pop("shell") == "{params.command}" + LOG_REDIRECT, name
+        declared["cmd"] = declared["cmd"].replace(" --workers {threads}", "")
         declared["deps"] = _collapsed(name, declared["deps"])
         logs += log
     for declared in from_dvc.values():

@@ -68,17 +68,19 @@ def job_resources(stage):
     return {**stage.resources, **({"gpu": PROCESSES} if stage.launch else {})}
 
 
-def job_shell(stage):
-    """The stage's command, as dvc.yaml runs it, with the job's level, threads and log file."""
+def job_command(stage):
+    """The stage's command as dvc.yaml runs it, for a job's level and threads. A params function:
+    the rules are made in a loop, and a shell string naming `stage` would read the loop's last."""
     command = f"linefuse {stage.command}"
     if stage.launch:
         command = LAUNCH.format(config=config["launch"]["config"], processes=PROCESSES)
         command += f" {stage.command}"
-    if stage.over:
-        command += " --level {wildcards.level}"
-    if stage.workers:
-        command += " --workers {threads}"
-    return command + " > {log} 2>&1"
+
+    def for_job(wildcards, threads):
+        level = f" --level {wildcards.level}" if stage.over else ""
+        return command + level + (f" --workers {threads}" if stage.workers else "")
+
+    return for_job
 
 
 def final_outputs():
