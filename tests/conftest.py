@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-import subprocess
 import sys
 from contextlib import chdir
 from pathlib import Path
@@ -156,58 +155,38 @@ def copy_project(source: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def engine_runs(tmp_path_factory) -> dict[str, tuple]:
-    """Both engines' builds of the repo on tiny params, started together: each runs one stage
-    process at a time, most of it single-threaded imports, so side by side they take the time of
-    about one. {engine: (project, running process, its output file)}; read-only use."""
-    from test_engines import ENV, make_project
-
-    root = tmp_path_factory.mktemp("engines")
-    # Snakemake's jobs log the modules they import (Python's -X importtime), for test_engines to
-    # hold them to each stage's declared code deps
-    commands = {
-        "dvc": (["dvc", "repro"], ENV),
-        "snakemake": (["snakemake", "--cores", "2"], {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
-    }
-    runs = {}
-    for engine, (command, env) in commands.items():
-        project = make_project(root / engine, tiny_params())
-        output = root / f"{engine}.log"  # test_kill reads the stages' timings here
-        with open(output, "w") as handle:
-            process = subprocess.Popen(
-                command, cwd=project, env=env, stdout=handle, stderr=subprocess.STDOUT
-            )
-        runs[engine] = (project, process, output)
-    yield runs
-    for _, process, _ in runs.values():
-        if process.poll() is None:  # a session stopped early
-            process.kill()
-
-
-def _finished(runs: dict, engine: str) -> tuple[Path, str]:
-    project, process, output = runs[engine]
-    assert process.wait() == 0, output.read_text()[-5000:]
-    return project, output.read_text()
+def engines_root(tmp_path_factory) -> Path:
+    """Where each engine builds its project, beside its log (dvc.log, snakemake.log)."""
+    return tmp_path_factory.mktemp("engines")
 
 
 @pytest.fixture(scope="session")
-def dvc_build(engine_runs) -> Path:
+def dvc_build(engines_root) -> Path:
     """The repo on tiny params built from scratch once by `dvc repro` (read-only use: copy with
-    copy_project first)."""
-    from test_engines import ALL_STAGES, ran_dvc_stages
+    copy_project first). The engines build one after the other: side by side, two training
+    stages each on every core wait on torch's thread barriers far longer than they compute."""
+    from test_engines import ALL_STAGES, make_project, ran_dvc_stages, run
 
-    project, log = _finished(engine_runs, "dvc")
+    project = make_project(engines_root / "dvc", tiny_params())
+    log = run(project, "dvc", "repro")
     assert ran_dvc_stages(log) == ALL_STAGES
+    (engines_root / "dvc.log").write_text(log)
     return project
 
 
 @pytest.fixture(scope="session")
-def snakemake_build(engine_runs) -> Path:
+def snakemake_build(engines_root) -> Path:
     """The same built once by Snakemake (read-only use)."""
-    project, log = _finished(engine_runs, "snakemake")
+    from test_engines import ENV, make_project, run
+
+    project = make_project(engines_root / "snakemake", tiny_params())
+    # each job logs the modules it imports (Python's -X importtime), for test_engines to hold
+    # them to the stage's declared code deps
+    importtime = {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}
+    log = run(project, "snakemake", "--cores", "2", env=importtime)
     # the stages' own lines (test_kill reads their timings) go to the jobs' log: files
-    jobs = sorted((project / "logs/snakemake").rglob("*.log"))
-    engine_runs["snakemake"][2].write_text(log + "".join(f.read_text() for f in jobs))
+    log += "".join(f.read_text() for f in sorted((project / "logs/snakemake").rglob("*.log")))
+    (engines_root / "snakemake.log").write_text(log)
     return project
 
 
