@@ -436,6 +436,19 @@ def _add_serve(commands) -> None:
     serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
 
 
+# what sqlite (DVC's state, which DVCLive opens in a DVC repo) says where a write failed
+SQLITE_DISK_ERRORS = ("database or disk is full", "disk I/O error")
+
+
+def _sqlite_disk_error(named: str | None) -> OSError:
+    """sqlite names no errno: past a file-size limit (RLIMIT_FSIZE) it is EFBIG, else ENOSPC."""
+    import resource
+
+    limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+    code = errno.EFBIG if limited else errno.ENOSPC
+    return OSError(code, os.strerror(code), named)
+
+
 def disk_error(error: BaseException) -> OSError | None:
     """The full-disk / read-only / permission failure behind `error`, if that is what it is:
     an OSError, one a library raised from, or one safetensors and torch only report as text."""
@@ -444,6 +457,8 @@ def disk_error(error: BaseException) -> OSError | None:
     while cause is not None:
         if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
             return cause
+        if type(cause).__name__ == "OperationalError" and str(cause) in SQLITE_DISK_ERRORS:
+            return _sqlite_disk_error(named)
         cause = cause.__cause__ or cause.__context__
     text = str(error)
     for code in DISK_ERRORS:
