@@ -139,7 +139,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     # and what adapting bought, over the base alone
     for block, caption in (
         ("psnr_gain", "PSNR gain of the model over the input"),
-        ("adapt_gain", "PSNR gain of the adapted model over the base alone"),
+        ("adapt_gain", "PSNR gain of the adapter over the base alone"),
     ):
         gains = report[f"{block}_s{steps}"]
         rows = _table(page, caption)[2:]

@@ -317,7 +317,9 @@ def test_non_finite_loss_stops_with_one_line(trained_project, tmp_path, capsys):
 def test_two_processes_see_different_samples_and_end_identical(trained_project, tmp_path):
     """The train stage's own command (dvc.yaml) with launch.processes: 2 and the DDP config."""
     project = _copy_project(trained_project, tmp_path / "ddp")
-    shutil.copytree(ROOT / "workflow/accelerate", project / "workflow/accelerate")
+    shutil.copytree(
+        ROOT / "workflow/accelerate", project / "workflow/accelerate", dirs_exist_ok=True
+    )
     params = tiny_params()
     params["launch"] = {"processes": 2, "config": "workflow/accelerate/ddp.yaml"}
     write_params(project, params)

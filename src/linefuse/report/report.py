@@ -366,7 +366,7 @@ def _split(block: dict, axes: Axes, confidence: float, held_out: bool = False) -
     """One split's PSNR table, gain table and chart summary (the test split or the held-out)."""
     prefix = "Held-out " if held_out else ""
     gain = f"{prefix}PSNR gain of the model over the input"
-    adapt = f"{prefix}PSNR gain of the adapted model over the base alone: what adapting bought"
+    adapt = f"{prefix}PSNR gain of the adapter over the base alone"
     return {
         "psnr": score_grid(block.get("psnr", {}), axes, 2, f"{prefix}PSNR", "dB"),
         "gain": gain_grid(block.get(f"psnr_gain_s{axes.steps}", {}), axes, confidence, gain),
