@@ -299,7 +299,8 @@ def _command_imports(command: str) -> set[str]:
 
 def code_deps(command: str) -> list[str]:
     """Every file under src/linefuse that `linefuse <command>` may run or read, project-relative:
-    cli.py, the modules it reaches (and their packages' __init__.py), and their DATA_FILES."""
+    cli.py, the modules it reaches (and their packages' __init__.py, unless empty), and their
+    DATA_FILES."""
     modules, todo = set(), ["linefuse", "linefuse.cli", *_command_imports(command)]
     while todo:
         module = todo.pop()
@@ -309,7 +310,9 @@ def code_deps(command: str) -> list[str]:
         todo += [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
         if module != "linefuse.cli":
             todo += _module_imports(module)
-    files = {(PACKAGE_PATH / _module_file(m).relative_to(PACKAGE)).as_posix() for m in modules}
+    # an empty __init__.py runs nothing (and DVC warns about an empty dep); one with code counts
+    ran = [_module_file(m) for m in modules]
+    files = {(PACKAGE_PATH / f.relative_to(PACKAGE)).as_posix() for f in ran if f.stat().st_size}
     files |= {path for m in modules for path in DATA_FILES.get(m, ())}
     return sorted(files)
 

@@ -363,9 +363,9 @@ def test_every_module_a_stage_imported_is_one_of_its_deps(engine_builds):
         for module in modules:
             path = Path("src", *module.split("."))
             package = path / "__init__.py"
-            files.add(
-                (package if (ROOT / package).is_file() else path.with_suffix(".py")).as_posix()
-            )
+            file = package if (ROOT / package).is_file() else path.with_suffix(".py")
+            if (ROOT / file).stat().st_size:  # an empty __init__.py runs nothing
+                files.add(file.as_posix())
         missing = files - set(code_deps(commands[name]))
         assert not missing, (name, missing)
         checked.add(name)
