@@ -10,6 +10,7 @@ import argparse
 import errno
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -457,7 +458,7 @@ def disk_error(error: BaseException) -> OSError | None:
     while cause is not None:
         if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
             return cause
-        if type(cause).__name__ == "OperationalError" and str(cause) in SQLITE_DISK_ERRORS:
+        if isinstance(cause, sqlite3.OperationalError) and str(cause) in SQLITE_DISK_ERRORS:
             return _sqlite_disk_error(named)
         cause = cause.__cause__ or cause.__context__
     text = str(error)

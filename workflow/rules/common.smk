@@ -87,7 +87,7 @@ def final_outputs():
     """Every job's outputs: what `snakemake` with no target builds."""
     found = []
     for stage in STAGES:
-        outputs = [str(getattr(out, "path", out)) for out in stage.outs + stage.logs]
+        outputs = [str(out) for out in stage.outs + stage.logs]
         levels = LEVELS if stage.over == "levels" else CURRICULUM
         found += expand(outputs, level=levels) if stage.over else outputs
     return found
