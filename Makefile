@@ -75,11 +75,17 @@ sweep: $(STAMP)
 	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|gain_db(_low|_high)?|domain_gain_db\..*)$$'
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
-# Tesseract is installed first, so the tests that read tick labels must run, not skip.
+# Tesseract is installed first, so the tests that read tick labels must run, not skip. The tests
+# run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out one at a
+# time in conftest's order, the slowest first; the engines' builds are made once and shared
+# (tests/conftest.py).
+PYTEST_WORKERS ?= auto
+PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
+  --dist load --maxschedchunk 1
 test: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # `make test-fast`: the same checks without the tests marked slow (every test that builds or runs a
 # pipeline, or trains: tests/conftest.py marks them), a quick loop beside the whole suite (its
@@ -87,7 +93,7 @@ test: $(STAMP) chromium tesseract
 test-fast: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # tests/report/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
 # when missing, with sudo when not root.

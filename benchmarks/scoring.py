@@ -30,7 +30,7 @@ def main() -> None:
     from linefuse.data.degrade import degrade, item_rng
     from linefuse.evaluate.baselines import baselines
     from linefuse.evaluate.curves import read_truth, shown_columns
-    from linefuse.evaluate.scoring import score_pair, scoring_map
+    from linefuse.evaluate.scoring import score_pairs, scoring_map
     from linefuse.hardware import machine_summary
     from linefuse.params import load_params
     from linefuse.stage import default_workers
@@ -62,7 +62,7 @@ def main() -> None:
     for name, workers in (("one_process", 1), ("workers", args.workers)):
         started = time.perf_counter()
         with scoring_map(workers) as mapper:
-            results[name] = list(mapper(score_pair, tasks))
+            results[name] = list(mapper(score_pairs, [[task] for task in tasks]))
         seconds[name] = time.perf_counter() - started
     report = {
         "machine": {

@@ -34,24 +34,40 @@ LEVELS = ("easy", "medium", "hard")
 # (Tesseract, a fresh interpreter) or on whole charts, carries @pytest.mark.slow
 # (tests/codebase/test_suite_layout.py checks that fixtures calling run_cli build on one of these
 # or are listed here).
-PIPELINE_FIXTURES = frozenset(
-    {
-        "tiny_project",
-        "trained_project",
-        "engine_runs",
-        "dvc_build",
-        "snakemake_build",
-        "engine_builds",
-    }
-)
+PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds"})
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (`make test` runs a worker per core) each worker's torch, and every
+    process it starts, gets its share of the cores: more threads than cores only wait on each
+    other at torch's barriers."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
 def pytest_collection_modifyitems(config, items) -> None:
+    """Marks what builds a pipeline slow, and orders the tests slowest first, so that no long test
+    starts last (`make test` hands them out in this order, one at a time, to whichever worker is
+    free): the kill trials, the engines' other tests on their builds, the rest on the builds, the
+    other slow ones, then the quick ones, which fill the workers' last minutes."""
     for item in items:
         uses = PIPELINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if uses or item.get_closest_marker("engines"):
             item.add_marker(pytest.mark.slow)
+    items.sort(
+        key=lambda item: (
+            item.path.name != "test_kill.py",
+            "engine_builds" not in getattr(item, "fixturenames", ()),
+            item.get_closest_marker("engines") is None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
 
 
 def tiny_params() -> dict:
@@ -140,10 +156,10 @@ def embed_all(project: Path, params: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def trained_project(dvc_build) -> Path:
+def trained_project(engine_builds) -> Path:
     """Data, embeddings, pretrain, the whole curriculum and evaluate on tiny params: the dvc
     build, shared (read-only use: tests that change it work on a copy)."""
-    return dvc_build
+    return engine_builds[0]
 
 
 def copy_project(source: Path, target: Path) -> Path:
@@ -156,40 +172,61 @@ def copy_project(source: Path, target: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def engines_root(tmp_path_factory) -> Path:
-    """Where each engine builds its project, beside its log (dvc.log, snakemake.log)."""
-    return tmp_path_factory.mktemp("engines")
+    """Where each engine builds its project, beside its log (dvc.log, snakemake.log): one folder
+    for the whole run, which pytest-xdist's workers share."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "engines"
 
 
 @pytest.fixture(scope="session")
-def dvc_build(engines_root) -> Path:
-    """The repo on tiny params built from scratch once by `dvc repro` (read-only use: copy with
-    copy_project first). The engines build one after the other: side by side, two training
-    stages each on every core wait on torch's thread barriers far longer than they compute."""
-    from test_engines import ALL_STAGES, make_project, ran_dvc_stages, run
+def engine_builds(engines_root) -> tuple[Path, Path]:
+    """The repo on tiny params built from scratch by `dvc repro` and by Snakemake, side by side,
+    once for the whole run: the first worker that needs them builds them, the others wait on the
+    lock (read-only use: copy with copy_project first). Their stages run on one thread each
+    (test_engines.ENV), so the two never wait on each other's thread barriers."""
+    from filelock import FileLock
 
-    project = make_project(engines_root / "dvc", tiny_params())
-    log = run(project, "dvc", "repro")
-    assert ran_dvc_stages(log) == ALL_STAGES
-    (engines_root / "dvc.log").write_text(log)
-    return project
+    with FileLock(f"{engines_root}.lock"):
+        failed = engines_root / "failed.txt"
+        if failed.exists():  # another worker's build failed: its reason, not a second build
+            raise AssertionError(failed.read_text())
+        if not (engines_root / "built").exists():
+            try:
+                _build_with_both_engines(engines_root)
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            (engines_root / "built").touch()
+    return engines_root / "dvc", engines_root / "snakemake"
 
 
-@pytest.fixture(scope="session")
-def snakemake_build(engines_root) -> Path:
-    """The same built once by Snakemake (read-only use)."""
-    from test_engines import ENV, make_project, run
+def _build_with_both_engines(root: Path) -> None:
+    import subprocess
 
-    project = make_project(engines_root / "snakemake", tiny_params())
-    # each job logs the modules it imports (Python's -X importtime), for test_engines to hold
-    # them to the stage's declared code deps
-    importtime = {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}
-    log = run(project, "snakemake", "--cores", "2", env=importtime)
+    from test_engines import ALL_STAGES, ENV, SNAKEMAKE, make_project, ran_dvc_stages
+
+    root.mkdir(parents=True, exist_ok=True)
+    # each Snakemake job logs the modules it imports (Python's -X importtime), for test_engines to
+    # hold them to the stage's declared code deps
+    commands = {
+        "dvc": (("dvc", "repro"), ENV),
+        "snakemake": (SNAKEMAKE, {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
+    }
+    running = {}
+    for engine, (command, env) in commands.items():
+        project = make_project(root / engine, tiny_params())
+        log = (root / f"{engine}.log").open("w")
+        running[engine] = subprocess.Popen(
+            command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+        )
+    failures = [
+        f"{engine} exited {process.wait()}: {(root / f'{engine}.log').read_text()[-4000:]}"
+        for engine, process in running.items()
+        if process.wait() != 0
+    ]
+    assert not failures, "\n".join(failures)
+    assert ran_dvc_stages((root / "dvc.log").read_text()) == ALL_STAGES
     # the stages' own lines (test_kill reads their timings) go to the jobs' log: files
-    log += "".join(f.read_text() for f in sorted((project / "logs/snakemake").rglob("*.log")))
-    (engines_root / "snakemake.log").write_text(log)
-    return project
-
-
-@pytest.fixture(scope="session")
-def engine_builds(dvc_build, snakemake_build) -> tuple[Path, Path]:
-    return dvc_build, snakemake_build
+    jobs = sorted((root / "snakemake/logs/snakemake").rglob("*.log"))
+    with (root / "snakemake.log").open("a") as log:
+        log.write("".join(job.read_text() for job in jobs))

@@ -6,6 +6,7 @@ dvc.yaml and the Snakefile follow from it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 PARAMS = Path("params.yaml")
@@ -42,6 +43,13 @@ def unet_folder(spec: str) -> Path:
     """model.unet's folder: a shipped model's for its name (chart-base), else the spec as a path."""
     shipped = ZOO_DIR / spec
     return shipped if "/" not in spec and (shipped / "config.json").is_file() else Path(spec)
+
+
+def unet_config(spec: str) -> dict:
+    """The UNet's diffusers config: the repo's tiny one, or `config.json` of a shipped model
+    (linefuse/zoo) or a local folder."""
+    path = fresh_config(spec) or unet_folder(spec) / "config.json"
+    return json.loads(path.read_text())
 
 
 def zoo_model(name: str) -> Path:

@@ -47,7 +47,8 @@ def test_sharp_labels_read_right_and_blurred_ones_wrong():
         image, _, sidecar = draw_chart(cfg, index)
         blurred = np.stack([gaussian_filter(image[..., c] * 1.0, 2.0) for c in range(3)], -1)
         blurred = np.clip(np.rint(blurred), 0, 255).astype(np.uint8)
-        errors = ocr.label_errors([image, blurred], _labels(sidecar))
+        labels = _labels(sidecar)
+        errors = ocr.label_errors([(image, labels), (blurred, labels)])
         edits += [e for e, _ in errors]
         drawn += errors[0][1]
     sharp, blurred = edits / drawn
@@ -59,15 +60,18 @@ def test_sharp_labels_read_right_and_blurred_ones_wrong():
 @needs_tesseract
 def test_each_image_is_read_apart_in_one_page():
     """Labels of several images on one page come back to their own image: the same image read
-    beside a blank one reads the same as alone, and the blank one reads nothing."""
+    beside a blank one and beside another chart with other labels reads the same as alone, and
+    the blank one reads nothing."""
     cfg = load_params(ROOT / "params.yaml").data.charts
     image, _, sidecar = draw_chart(cfg, 0)
-    labels = _labels(sidecar)
-    alone = ocr.read_labels([image], labels)[0]
+    other, _, other_sidecar = draw_chart(cfg, 1)
+    labels, other_labels = _labels(sidecar), _labels(other_sidecar)
+    alone = ocr.read_labels([(image, labels)])[0]
     blank = np.full_like(image, 255)
-    beside = ocr.read_labels([blank, image], labels)
-    assert beside == [[""] * len(labels), alone]
+    beside = ocr.read_labels([(blank, labels), (other, other_labels), (image, labels)])
+    assert beside[0] == [""] * len(labels) and beside[2] == alone
+    assert beside[1] == ocr.read_labels([(other, other_labels)])[0]
     assert (
-        ocr.label_errors([blank], labels)[0]
+        ocr.label_errors([(blank, labels)])[0]
         == (sum(len(normalise(label.text)) for label in labels),) * 2
     )

@@ -18,7 +18,17 @@ from linefuse.pipeline import DATA_FILES, STAGES, EachLevel, code_deps, dvc_yaml
 from conftest import LEVELS, ROOT, copy_project, file_digests, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
-ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1"}
+# The engines' stages run torch on one thread: the two builds run side by side beside the suite's
+# other workers (conftest.engine_builds), and on a shared core a second thread only waits on the
+# first at each barrier. A kill test's rerun must match its build's bytes, so all runs share it.
+ENV = {
+    **os.environ,
+    "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    "DVC_NO_ANALYTICS": "1",
+    "OMP_NUM_THREADS": "1",
+}
+# Snakemake sets a job's OMP_NUM_THREADS to its threads, at most --cores: one, as dvc's stages get
+SNAKEMAKE = ("snakemake", "--cores", "1")
 
 SNAKEMAKE_DECLARATIONS = r"""
 import json, re, sys
@@ -256,7 +266,7 @@ def dry_run_dvc(project: Path) -> list[str]:
 
 
 def dry_run_snakemake(project: Path) -> list[str]:
-    log = run(project, "snakemake", "--cores", "2", "--dry-run")
+    log = run(project, *SNAKEMAKE, "--dry-run")
     jobs = re.findall(
         r"^(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+wildcards: level=(\w+)", log, re.M
     )
@@ -291,7 +301,7 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
     assert sum(name.endswith("adapter_model.safetensors") for name in built) == len(LEVELS)
 
     assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == []
-    assert "Nothing to be done" in run(by_snakemake, "snakemake", "--cores", "2")
+    assert "Nothing to be done" in run(by_snakemake, *SNAKEMAKE)
     shown = json.loads(run(by_dvc, "dvc", "metrics", "show", "--json").strip().splitlines()[-1])
     assert '"gain_db_low"' in json.dumps(shown) and '"domain_gain_db"' in json.dumps(shown)
     run(by_dvc, "dvc", "plots", "show", "-o", "dvc_plots")
@@ -301,7 +311,7 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
     for project in (by_dvc, by_snakemake):
         write_params(project, params)
     assert ran_dvc_stages(run(by_dvc, "dvc", "repro")) == ["train@hard", "evaluate", "report"]
-    log = run(by_snakemake, "snakemake", "--cores", "2")
+    log = run(by_snakemake, *SNAKEMAKE)
     assert re.findall(r"^\s*wildcards: level=(\w+)", log, re.M) == ["hard"]
     assert sorted(re.findall(r"^(?:local)?rule (\w+):", log, re.M)) == [
         "all",

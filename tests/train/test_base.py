@@ -153,7 +153,7 @@ def test_the_shipped_base_restores_default_charts_and_keeps_their_labels_legible
                     psnr(restored, sharp, params.eval.metric)
                     - psnr(blurred, sharp, params.eval.metric)
                 )
-                errors = ocr.label_errors([blurred, restored], labels)
+                errors = ocr.label_errors([(blurred, labels), (restored, labels)])
                 edits += [e for e, _ in errors]
                 drawn += errors[0][1]
         input_cer, model_cer = edits / drawn

@@ -436,11 +436,13 @@ def test_bf16_grad_accum_and_checkpointing_run_and_learn(trained_project, tmp_pa
     project = _copy_project(trained_project, tmp_path / "variant")
     params = tiny_params()
     params["optim"].update(grad_accum=2, precision="bf16", gradient_checkpointing=True)
+    # 4 steps: where the CPU lacks native bf16 (AVX2 alone), each costs many fp32 steps
+    params["train"]["curriculum"]["easy"]["steps"] = 4
     write_params(project, params)
     # a process of its own, as under dvc: accelerate's precision is fixed once per process
     _train_easy(project)
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
-    assert metrics["steps"] == 10 and torch.isfinite(torch.tensor(metrics["final_loss"]))
+    assert metrics["steps"] == 4 and torch.isfinite(torch.tensor(metrics["final_loss"]))
     assert metrics["precision"] == "bf16" and metrics["precision_reason"].startswith("set to bf16")
     weights = _adapter(project)
     assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)

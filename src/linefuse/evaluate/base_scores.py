@@ -75,7 +75,7 @@ def _add_label_errors(errors: dict, units: list, sharp: np.ndarray, labels: list
     """Adds one chart's (edits, characters) of the input, the model and the sharp chart to each
     level's running sums in `errors` ({level: [[edits, chars] x input, model, sharp]})."""
     images = [image for _, blurred, restored in units for image in (blurred, restored)]
-    found = ocr.label_errors([*images, sharp], labels)
+    found = ocr.label_errors([(image, labels) for image in [*images, sharp]])
     for k, (level, _, _) in enumerate(units):
         sums = errors.setdefault(level, np.zeros((3, 2)))
         sums += np.array([found[2 * k], found[2 * k + 1], found[-1]])

@@ -120,11 +120,12 @@ def _read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
     ]
 
 
-def read_labels(images: list[np.ndarray], labels: list[Label]) -> list[list[str]]:
-    """What Tesseract reads in each label's box of each image (uint8 H x W x 3, all the size the
-    boxes were drawn at), in as few calls as MAX_LINES allows."""
+def read_labels(items: list[tuple[np.ndarray, list[Label]]]) -> list[list[str]]:
+    """What Tesseract reads in each label's box of each image (uint8 H x W x 3, each at the size
+    its labels' boxes were drawn at), for each (image, labels) item, in as few calls as MAX_LINES
+    allows."""
     lines = []
-    for image in images:
+    for image, labels in items:
         gray = Image.fromarray(image).convert("L")
         lines += [line for label in labels for line in _lines(gray, label.box)]
     read = []
@@ -135,18 +136,20 @@ def read_labels(images: list[np.ndarray], labels: list[Label]) -> list[list[str]
         max(read[first : first + variants], key=lambda reading: reading[1])[0]
         for first in range(0, len(read), variants)
     ]
-    return [best[k * len(labels) : (k + 1) * len(labels)] for k in range(len(images))]
+    found, first = [], 0
+    for _, labels in items:
+        found.append(best[first : first + len(labels)])
+        first += len(labels)
+    return found
 
 
-def label_errors(images: list[np.ndarray], labels: list[Label]) -> list[tuple[int, int]]:
-    """For each image, (edits, characters): the summed edit distance of what was read in each
-    label to its text, and the characters drawn. Their ratio over many images is the pooled
-    character error rate."""
-    if not labels:
-        return [(0, 0) for _ in images]
-    truths = [normalise(label.text) for label in labels]
-    drawn = sum(len(truth) for truth in truths)
-    return [
-        (sum(edit_distance(normalise(r), t) for r, t in zip(read, truths, strict=True)), drawn)
-        for read in read_labels(images, labels)
-    ]
+def label_errors(items: list[tuple[np.ndarray, list[Label]]]) -> list[tuple[int, int]]:
+    """For each (image, labels) item, (edits, characters): the summed edit distance of what was
+    read in each label to its text, and the characters drawn. Their ratio over many images is the
+    pooled character error rate."""
+    errors = []
+    for (_, labels), read in zip(items, read_labels(items), strict=True):
+        truths = [normalise(label.text) for label in labels]
+        edits = sum(edit_distance(normalise(r), t) for r, t in zip(read, truths, strict=True))
+        errors.append((edits, sum(len(truth) for truth in truths)))
+    return errors

@@ -25,6 +25,10 @@ from linefuse.evaluate.curves import ChartTruth, curve_errors, shown_columns
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.params import Params
 
+# Pairs a scoring task takes: their tick labels are read in one Tesseract call, and the workers
+# still share a level's pairs evenly
+PAIRS_PER_TASK = 4
+
 
 def _lists() -> defaultdict:
     return defaultdict(list)
@@ -118,36 +122,39 @@ def _figures(
     return figures
 
 
-def _tick_errors(images: dict[str, np.ndarray], labels: list[ocr.Label]) -> dict:
-    """name -> (edits, characters, labels) of Tesseract's reading of the tick labels in each
-    image, all in one call; empty without labels."""
-    if not labels:
-        return {}
-    errors = ocr.label_errors(list(images.values()), labels)
-    return {name: (*error, len(labels)) for name, error in zip(images, errors, strict=True)}
-
-
-def score_pair(task: tuple) -> PairScores:
-    """PSNR and SSIM of the input, the classical baselines and every model output of one pair
+def score_pairs(tasks: list[tuple]) -> list[PairScores]:
+    """For each pair: PSNR and SSIM of the input, the classical baselines and every model output
     against its sharp image, the line-fidelity errors of the input and the model, and the tick
-    labels' reading errors of the input, the model and (when asked) the sharp image."""
-    blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp = task
-    methods = {
-        "input": blurred,
-        **baselines(blurred, meta["domain"], meta["params"], settings.baselines),
-    }
-    methods |= {name: image for name, image in outputs.items() if image is not None}
-    model = f"model_s{settings.steps}"
-    read = {"input": blurred, model: methods[model]} | ({"sharp": sharp} if read_sharp else {})
-    return PairScores(
-        {name: psnr(image, sharp, settings.metric) for name, image in methods.items()},
-        {name: ssim(image, sharp, settings.metric) for name, image in methods.items()},
-        {
-            "input": _figures(blurred, sharp, truth, shown),
-            model: _figures(methods[model], sharp, truth, shown),
-        },
-        _tick_errors(read, labels),
+    labels' reading errors of the input, the model and (when asked) the sharp image. The labels of
+    the whole batch are read in one Tesseract call: starting Tesseract costs more than reading a
+    pair's labels."""
+    scored, reads = [], []
+    for blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp in tasks:
+        methods = {
+            "input": blurred,
+            **baselines(blurred, meta["domain"], meta["params"], settings.baselines),
+        }
+        methods |= {name: image for name, image in outputs.items() if image is not None}
+        model = f"model_s{settings.steps}"
+        scored.append(
+            (
+                {name: psnr(image, sharp, settings.metric) for name, image in methods.items()},
+                {name: ssim(image, sharp, settings.metric) for name, image in methods.items()},
+                {
+                    "input": _figures(blurred, sharp, truth, shown),
+                    model: _figures(methods[model], sharp, truth, shown),
+                },
+            )
+        )
+        read = {"input": blurred, model: methods[model]} | ({"sharp": sharp} if read_sharp else {})
+        reads.append((read if labels else {}, labels))
+    errors = iter(
+        ocr.label_errors([(image, labels) for read, labels in reads for image in read.values()])
     )
+    return [
+        PairScores(*figures, {name: (*next(errors), len(labels)) for name in read})
+        for figures, (read, labels) in zip(scored, reads, strict=True)
+    ]
 
 
 def _one_thread() -> None:
@@ -180,7 +187,7 @@ def scoring_map(workers: int) -> Iterator[Callable]:
         yield _map_in_one_thread
         return
     with get_context("fork").Pool(workers, initializer=_one_thread) as pool:
-        yield lambda function, tasks: pool.imap(function, tasks, chunksize=2)
+        yield lambda function, tasks: pool.imap(function, tasks)
 
 
 def _sharp_of(scores: Scores, image_id: str, sharp: np.ndarray, truth: ChartTruth | None):
@@ -222,7 +229,10 @@ def score_level(
         tasks.append((blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp))
         ticks.append(labels)
     model = f"model_s{params.eval.steps}"
-    results = scoring_map(score_pair, tasks)
+    batches = [
+        tasks[first : first + PAIRS_PER_TASK] for first in range(0, len(tasks), PAIRS_PER_TASK)
+    ]
+    results = [result for batch in scoring_map(score_pairs, batches) for result in batch]
     for task, labels, result in zip(tasks, ticks, results, strict=True):
         blurred, sharp, meta, own = task[:4]
         cell = scores.cell(meta["domain"], level)

@@ -14,12 +14,15 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from linefuse import paths
 from linefuse.data.layout import ADAPTERS_MANIFEST, COMBINED
 from linefuse.params import Params
 from linefuse.stage import atomic_dir, write_json
-from linefuse.train.loop import Job, train
+
+if TYPE_CHECKING:
+    from linefuse.train.loop import Job
 
 log = logging.getLogger("linefuse")
 METRICS_PATH = paths.train_metrics("domains")
@@ -28,6 +31,8 @@ LOG_DIR = paths.train_logs("domains")
 
 def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
     """One per-domain adapter: on the base, over that domain's samples of every level."""
+    from linefuse.train.loop import Job
+
     per_domain = params.train.per_domain
     return Job(
         name=f"train_domains@{domain}",
@@ -56,6 +61,9 @@ def train_domain_adapters(params: Params) -> dict:
     with atomic_dir(paths.DOMAIN_ADAPTERS_DIR) as tmp, atomic_dir(LOG_DIR) as logs:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
+            # torch, diffusers and peft load only here: the curriculum's run writes a manifest
+            from linefuse.train.loop import train
+
             for domain in per_domain.domains:
                 metrics["adapters"][domain] = train(
                     params, domain_job(params, domain, tmp / domain, logs)

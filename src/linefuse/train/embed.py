@@ -32,8 +32,8 @@ from linefuse.data.layout import EMBEDDINGS_MANIFEST, NULL_PROMPT, PROMPTS, spli
 from linefuse.data.readers import LmdbPairs
 from linefuse.data.transforms import normalise
 from linefuse.params import EmbedParams, ModelParams, Params
+from linefuse.paths import unet_config
 from linefuse.stage import UserError
-from linefuse.train.model import load_vae, unet_config
 
 log = logging.getLogger("linefuse")
 
@@ -296,6 +296,9 @@ class _PixelEncoder:
     scaled posterior mean (latent mode, model.vae set)."""
 
     def __init__(self, vae_path: str | None, device: str):
+        # diffusers and peft load only in latent mode: pixel mode needs torch alone
+        from linefuse.train.model import load_vae
+
         self.device = device
         self.vae = load_vae(vae_path).to(device) if vae_path else None
         self.mode = "latent" if self.vae is not None else "pixel"

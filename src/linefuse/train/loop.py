@@ -38,7 +38,7 @@ from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
-from linefuse.paths import fresh_config, unet_folder
+from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.base_batches import (
     TextTargets,
@@ -65,7 +65,6 @@ from linefuse.train.model import (
     quantize_frozen,
     save_adapter,
     save_base,
-    unet_config,
 )
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from linefuse import paths
 from linefuse.data.layout import ADAPTERS_MANIFEST
 from linefuse.params import LoraParams
-from linefuse.paths import fresh_config, unet_folder
+from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError
 
 NULL_PROMPT_FILE = "null_prompt.safetensors"
@@ -34,13 +34,6 @@ def load_vae(path: str):
     vae.eval()
     vae.requires_grad_(False)
     return vae
-
-
-def unet_config(spec: str) -> dict:
-    """The UNet's diffusers config: the repo's tiny one, or `config.json` of a shipped model
-    (linefuse/zoo) or a local folder."""
-    path = fresh_config(spec) or unet_folder(spec) / "config.json"
-    return json.loads(path.read_text())
 
 
 def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
