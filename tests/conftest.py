@@ -6,7 +6,7 @@ import copy
 import hashlib
 import os
 import sys
-from contextlib import chdir
+from contextlib import ExitStack, chdir
 from pathlib import Path
 
 import pytest
@@ -212,17 +212,19 @@ def _build_with_both_engines(root: Path) -> None:
         "dvc": (("dvc", "repro"), ENV),
         "snakemake": (SNAKEMAKE, {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
     }
-    running = {}
-    for engine, (command, env) in commands.items():
-        project = make_project(root / engine, tiny_params())
-        log = (root / f"{engine}.log").open("w")
-        running[engine] = subprocess.Popen(
-            command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
-        )
+    with ExitStack() as logs:
+        running = {}
+        for engine, (command, env) in commands.items():
+            project = make_project(root / engine, tiny_params())
+            log = logs.enter_context((root / f"{engine}.log").open("w"))
+            running[engine] = subprocess.Popen(
+                command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+            )
+        exits = {engine: process.wait() for engine, process in running.items()}
     failures = [
-        f"{engine} exited {process.wait()}: {(root / f'{engine}.log').read_text()[-4000:]}"
-        for engine, process in running.items()
-        if process.wait() != 0
+        f"{engine} exited {code}: {(root / f'{engine}.log').read_text()[-4000:]}"
+        for engine, code in exits.items()
+        if code
     ]
     assert not failures, "\n".join(failures)
     assert ran_dvc_stages((root / "dvc.log").read_text()) == ALL_STAGES
