@@ -15,7 +15,7 @@ test split of every level. Results go to benchmarks/results/adapt-<device>.json 
 a rerun skips the points already there.
 
     python benchmarks/adapt.py [--sets held_out drawn] [--steps 80 320] [--lr 5e-4]
-        [--rank 8] [--blocks decoder] [--charts 100]
+        [--rank 8] [--blocks decoder] [--unfreeze none hard] [--charts 100] [--out FILE]
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ SETS = {
 }
 # train.lora.blocks: the default high-resolution decoder, or every block ([])
 BLOCKS = {"decoder": None, "all": []}
+# train.unfreeze, the hybrid: none, or from this level on the high-resolution decoder trains fully
+UNFREEZE_BLOCKS = ["up_blocks.1", "up_blocks.2"]
 
 
 def run(*argv: str) -> None:
@@ -133,6 +135,13 @@ def scores(base: dict, adapted: dict, blurred: dict, settings) -> dict:
     }
 
 
+def same_point(point: dict, done: dict) -> bool:
+    """Whether `done` measured `point` (a point without "unfreeze" trained no block fully)."""
+    return all(done.get(k) == v for k, v in point.items()) and (
+        done.get("unfreeze") == point.get("unfreeze")
+    )
+
+
 def train_point(project: Path, params: dict, point: dict) -> float:
     """Trains the curriculum with the point's steps, lr, rank and blocks; returns its seconds."""
     for level in params["train"]["curriculum"].values():
@@ -141,6 +150,8 @@ def train_point(project: Path, params: dict, point: dict) -> float:
     lora.update(rank=point["rank"], alpha=point["rank"])
     if BLOCKS[point["blocks"]] is not None:
         lora["blocks"] = BLOCKS[point["blocks"]]
+    if "unfreeze" in point:
+        params["train"]["unfreeze"] = {"level": point["unfreeze"], "blocks": UNFREEZE_BLOCKS}
     write_params(project, params)
     started = time.perf_counter()
     with chdir(project):
@@ -156,21 +167,25 @@ def main_benchmark() -> None:
     parser.add_argument("--lr", nargs="+", type=float, default=[5e-4])
     parser.add_argument("--rank", nargs="+", type=int, default=[8])
     parser.add_argument("--blocks", nargs="+", default=["decoder"], choices=list(BLOCKS))
+    parser.add_argument("--unfreeze", nargs="+", default=["none"])
     parser.add_argument("--charts", type=int, default=100)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    out = REPO / f"benchmarks/results/adapt-{choose_device('auto').value}.json"
+    out = args.out or REPO / f"benchmarks/results/adapt-{choose_device('auto').value}.json"
     report = json.loads(out.read_text()) if out.is_file() else {"machine": machine_summary()}
     grid = [
         {"steps_per_level": s, "lr": lr, "rank": r, "blocks": b}
+        | ({} if level == "none" else {"unfreeze": level})
         for s in args.steps
         for lr in args.lr
         for r in args.rank
         for b in args.blocks
+        for level in args.unfreeze
     ]
     for name in args.sets:
         entry = report.setdefault(name, {"overrides": SETS[name], "charts": args.charts})
         points = entry.setdefault("points", [])
-        todo = [p for p in grid if not any(p.items() <= done.items() for done in points)]
+        todo = [p for p in grid if not any(same_point(p, done) for done in points)]
         if not todo:
             continue
         params = yaml.safe_load((REPO / "params.yaml").read_text())

@@ -15,6 +15,7 @@ from torch import nn
 from linefuse.params import LoraParams, load_params
 from linefuse.stage import UserError
 from linefuse.train.model import (
+    adapter_start,
     add_lora,
     build_unet,
     count_parameters,
@@ -188,6 +189,30 @@ def test_hybrid_unfreeze_trains_and_saves_the_whole_block(lora, tmp_path):
     saved_block = {k for k in keys if k.startswith("base_model.model.up_blocks.2.")}
     assert saved_block == {"base_model.model.up_blocks.2." + k for k in block.state_dict()}
     assert sum(1 for k in keys if "lora_" in k) == sum(1 for n in trainable if "lora_" in n)
+
+
+def test_the_hybrid_starts_where_the_lora_level_ended(lora, tmp_path):
+    """The first hybrid level loads a LoRA-only adapter: the block it trains fully starts from the
+    base with that adapter's LoRA merged in, so the model it starts from predicts the same."""
+    save_base(trained_base(), tmp_path / "base", torch.zeros(1, 1, 32))
+    batch = inputs()
+    model = add_lora(load_base(tmp_path / "base"), lora)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    predict(model, *batch).square().mean().backward()
+    optimizer.step()
+    model.save_pretrained(tmp_path / "lora")
+    with torch.no_grad():
+        ended = predict(model.eval(), *batch)
+
+    hybrid = add_lora(load_base(tmp_path / "base"), lora, unfreeze_blocks=["up_blocks.2"])
+    start = adapter_start(hybrid, tmp_path / "base", tmp_path / "lora")
+    assert any(name.startswith("base_model.model.up_blocks.2.resnets") for name in start)
+    peft.set_peft_model_state_dict(hybrid, start)
+    with torch.no_grad():
+        started = predict(hybrid.eval(), *batch)
+        base_only = predict(load_base(tmp_path / "base"), *batch)
+    assert not torch.allclose(ended, base_only)
+    assert torch.allclose(started, ended, atol=1e-5), (started - ended).abs().max()
 
 
 # --- pretrained folders -----------------------------------------------------------------------

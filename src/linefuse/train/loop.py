@@ -30,7 +30,6 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, set_seed
 from diffusers.optimization import get_cosine_schedule_with_warmup
 from peft import set_peft_model_state_dict
-from safetensors.torch import load_file
 
 from linefuse import paths
 from linefuse.data.bank import BankCrops
@@ -57,6 +56,8 @@ from linefuse.train.diffusion import (
 )
 from linefuse.train.label_reader import LabelReader, ctc_loss
 from linefuse.train.model import (
+    ADAPTER_WEIGHTS,
+    adapter_start,
     add_lora,
     build_unet,
     count_parameters,
@@ -70,7 +71,6 @@ from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
 log = logging.getLogger("linefuse")
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 # for tests: set to 1, each process writes rank{i}.json, what it trained on (see _RankDigest)
 DIGESTS_ENV = "LINEFUSE_TRAIN_DIGESTS"
 
@@ -287,7 +287,7 @@ def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
         return unet
     model = add_lora(unet, params.train.lora, job.unfreeze_blocks)
     if job.init_adapter is not None:
-        set_peft_model_state_dict(model, load_file(job.init_adapter / ADAPTER_WEIGHTS))
+        set_peft_model_state_dict(model, adapter_start(model, paths.BASE_DIR, job.init_adapter))
     quantize_frozen(model, params.model.quantize_base)  # after LoRA: trainable parts stay exact
     return model
 

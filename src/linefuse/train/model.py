@@ -23,6 +23,8 @@ from linefuse.params import LoraParams
 from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError
 
+ADAPTER_WEIGHTS = "adapter_model.safetensors"  # what PeftModel.save_pretrained writes
+
 NULL_PROMPT_FILE = "null_prompt.safetensors"
 
 
@@ -146,6 +148,19 @@ def _require_blocks(unet: nn.Module, blocks, key: str) -> None:
                 f"{key}: the UNet has no module {block!r}; accepts names like "
                 f"mid_block, down_blocks.0, up_blocks.2"
             )
+
+
+def adapter_start(model: peft.PeftModel, base_dir: Path, init_adapter: Path) -> dict[str, Tensor]:
+    """The weights a level starts from: its init adapter's. Where the hybrid starts, the blocks it
+    trains fully were never saved in that adapter: they start from the base with the adapter's
+    LoRA merged into them, so what the earlier levels learnt there carries over."""
+    start = load_file(Path(init_adapter) / ADAPTER_WEIGHTS)
+    missing = [name for name in peft.get_peft_model_state_dict(model) if name not in start]
+    if missing:
+        merged = load_adapter(load_base(base_dir), init_adapter, trainable=False).merge_and_unload()
+        weights = merged.state_dict()
+        start |= {name: weights[name.removeprefix("base_model.model.")] for name in missing}
+    return start
 
 
 def load_adapter(
