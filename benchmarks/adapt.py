@@ -15,7 +15,8 @@ test split of every level. Results go to benchmarks/results/adapt-<device>.json 
 a rerun skips the points already there.
 
     python benchmarks/adapt.py [--sets held_out drawn] [--steps 80 320] [--lr 5e-4]
-        [--rank 8] [--blocks decoder] [--unfreeze none hard] [--charts 100] [--out FILE]
+        [--rank 8] [--blocks decoder] [--unfreeze none medium] [--replay on off]
+        [--ordered on off] [--charts 100] [--out FILE]
 """
 
 from __future__ import annotations
@@ -135,15 +136,20 @@ def scores(base: dict, adapted: dict, blurred: dict, settings) -> dict:
     }
 
 
+# the keys a point holds only where they differ from the default run's (older points lack them)
+OPTIONAL = ("unfreeze", "replay", "ordered")
+
+
 def same_point(point: dict, done: dict) -> bool:
-    """Whether `done` measured `point` (a point without "unfreeze" trained no block fully)."""
-    return all(done.get(k) == v for k, v in point.items()) and (
-        done.get("unfreeze") == point.get("unfreeze")
+    """Whether `done` measured `point`."""
+    return all(done.get(k) == v for k, v in point.items()) and all(
+        done.get(k) == point.get(k) for k in OPTIONAL
     )
 
 
 def train_point(project: Path, params: dict, point: dict) -> float:
-    """Trains the curriculum with the point's steps, lr, rank and blocks; returns its seconds."""
+    """Trains the curriculum with the point's steps, lr, rank, blocks, hybrid, replay and order;
+    returns its seconds."""
     for level in params["train"]["curriculum"].values():
         level.update(steps=point["steps_per_level"], lr=point["lr"])
     lora = params["train"]["lora"]
@@ -152,6 +158,8 @@ def train_point(project: Path, params: dict, point: dict) -> float:
         lora["blocks"] = BLOCKS[point["blocks"]]
     if "unfreeze" in point:
         params["train"]["unfreeze"] = {"level": point["unfreeze"], "blocks": UNFREEZE_BLOCKS}
+    for key in ("replay", "ordered"):
+        params["train"][key] = point.get(key, params["train"][key])
     write_params(project, params)
     started = time.perf_counter()
     with chdir(project):
@@ -168,6 +176,8 @@ def main_benchmark() -> None:
     parser.add_argument("--rank", nargs="+", type=int, default=[8])
     parser.add_argument("--blocks", nargs="+", default=["decoder"], choices=list(BLOCKS))
     parser.add_argument("--unfreeze", nargs="+", default=["none"])
+    parser.add_argument("--replay", nargs="+", default=["on"], choices=["on", "off"])
+    parser.add_argument("--ordered", nargs="+", default=["on"], choices=["on", "off"])
     parser.add_argument("--charts", type=int, default=100)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -176,11 +186,15 @@ def main_benchmark() -> None:
     grid = [
         {"steps_per_level": s, "lr": lr, "rank": r, "blocks": b}
         | ({} if level == "none" else {"unfreeze": level})
+        | ({} if replay == "on" else {"replay": False})
+        | ({} if ordered == "on" else {"ordered": False})
         for s in args.steps
         for lr in args.lr
         for r in args.rank
         for b in args.blocks
         for level in args.unfreeze
+        for replay in args.replay
+        for ordered in args.ordered
     ]
     for name in args.sets:
         entry = report.setdefault(name, {"overrides": SETS[name], "charts": args.charts})

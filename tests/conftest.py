@@ -86,7 +86,7 @@ def tiny_params() -> dict:
         points=128,
         held_out_fraction=0.2,  # 4 of the 20 in the held-out family
         # mostly the line: at 96 x 64 px titles, legends and notes would leave it no room, and
-        # 160 pretrain steps learn no text
+        # 80 pretrain steps learn no text
         series=[1, 2],
         title_prob=0.0,
         legend_prob=0.0,
@@ -97,7 +97,7 @@ def tiny_params() -> dict:
     params["base"]["chart_overrides"] = {}
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
     params["tiles"]["size"] = 128  # the tests' uploads and charts are cut into tiles
-    params["eval"]["ocr"]["max_images"] = 2  # labels read on 2 images a cell: less time
+    params["eval"]["ocr"]["max_images"] = 1  # labels read on 1 image a cell: less time
     # several step counts, so the sweep's table, plot and few-step comparison are exercised
     params["eval"]["sweep"]["steps"] = [1, 4, 8]
     params["shards"].update(crop=32, patches_per_image=2, val_crop=48, samples_per_shard=16)
@@ -105,7 +105,7 @@ def tiny_params() -> dict:
     params["optim"].update(
         batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5, val_every=10
     )
-    params["pretrain"]["steps"] = 160
+    params["pretrain"]["steps"] = 80
     for level in params["train"]["curriculum"].values():
         level["steps"] = 10
     return params

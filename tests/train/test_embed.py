@@ -7,6 +7,8 @@ import json
 import logging
 import pickle
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,19 @@ from conftest import file_digests, tiny_params
 
 LEVEL = "easy"
 FP16_ATOL = 1e-3  # float16 rounds a value in [-1, 1] by at most 2**-12 (~2.4e-4)
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_pixel_mode_loads_no_model_library():
+    """Pixel mode needs torch alone: diffusers and peft, seconds of import in every embed
+    process, load only for a VAE."""
+    probe = (
+        "import sys; from linefuse.train.embed import _PixelEncoder; "
+        "assert _PixelEncoder(None, 'cpu').mode == 'pixel'; "
+        "print(','.join(m for m in ('diffusers', 'peft') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
 
 
 def level_dir(project: Path, level: str = LEVEL) -> Path:

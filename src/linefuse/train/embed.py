@@ -296,11 +296,12 @@ class _PixelEncoder:
     scaled posterior mean (latent mode, model.vae set)."""
 
     def __init__(self, vae_path: str | None, device: str):
-        # diffusers and peft load only in latent mode: pixel mode needs torch alone
-        from linefuse.train.model import load_vae
-
         self.device = device
-        self.vae = load_vae(vae_path).to(device) if vae_path else None
+        self.vae = None
+        if vae_path:  # diffusers and peft load only in latent mode: pixel mode needs torch alone
+            from linefuse.train.model import load_vae
+
+            self.vae = load_vae(vae_path).to(device)
         self.mode = "latent" if self.vae is not None else "pixel"
         self.scaling_factor = float(self.vae.config.scaling_factor) if self.vae else 1.0
         self.channels = int(self.vae.config.latent_channels) if self.vae else 3
