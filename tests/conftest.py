@@ -86,7 +86,7 @@ def tiny_params() -> dict:
         points=128,
         held_out_fraction=0.2,  # 4 of the 20 in the held-out family
         # mostly the line: at 96 x 64 px titles, legends and notes would leave it no room, and
-        # 80 pretrain steps learn no text
+        # 160 pretrain steps learn no text
         series=[1, 2],
         title_prob=0.0,
         legend_prob=0.0,
@@ -105,7 +105,7 @@ def tiny_params() -> dict:
     params["optim"].update(
         batch_size=8, warmup_steps=2, checkpoint_every=5, log_every=5, val_every=10
     )
-    params["pretrain"]["steps"] = 80
+    params["pretrain"]["steps"] = 160
     for level in params["train"]["curriculum"].values():
         level["steps"] = 10
     return params

@@ -428,7 +428,7 @@ def test_scores_do_not_depend_on_the_worker_count(evaluated, tmp_path):
 
 
 def test_the_tiny_trained_model_beats_its_input(evaluated):
-    """Seeded tiny run (80 pretrain + 3 x 10 LoRA steps, 32 px crops, 1 step): the mean PSNR
+    """Seeded tiny run (160 pretrain + 3 x 10 LoRA steps, 32 px crops, 1 step): the mean PSNR
     gain and its interval's low end are above zero by a margin, and so is the gain on the sweep's
     tiles at every step count; an untrained model gains 0."""
     report = _detail(evaluated)
