@@ -207,10 +207,10 @@ def run_report(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_restore(params: Params, args: argparse.Namespace) -> None:
+    device = _device(params, "restore", args.device)  # before the model libraries load
     from linefuse.serve.restorer import restore_files
 
     with stage("restore") as written:
-        device = _device(params, "restore", args.device)
         adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
         restored, skipped = restore_files(
             params,
@@ -228,11 +228,11 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_serve(params: Params, args: argparse.Namespace) -> None:
+    device = _device(params, "serve", args.device)  # before the model libraries load
     import uvicorn
 
     from linefuse.serve.app import create_app
 
-    device = _device(params, "serve", args.device)
     uvicorn.run(
         create_app(params, Path(args.adapters), device.value),
         host=args.host,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,12 +79,18 @@ def test_the_layer_rule_catches_an_upward_import(tmp_path):
     assert _imports(module) == [(2, "linefuse.train.loop")]
 
 
-@pytest.mark.slow  # a fresh interpreter imports torch per entry
-@pytest.mark.parametrize("entry", ["linefuse.serve.app", "linefuse.serve.restorer"])
-def test_the_service_does_not_import_the_data_stages_libraries(entry):
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_the_service_does_not_import_the_data_stages_libraries():
+    """Each of the service's entry points, imported one after the other in one interpreter
+    (the restorer first, which the app imports): which data-stage libraries it brought in."""
+    entries = ("linefuse.serve.restorer", "linefuse.serve.app")
     probe = (
-        f"import sys, {entry}; "
-        "print(','.join(m for m in ('lmdb', 'webdataset', 'polars') if m in sys.modules))"
+        "import importlib, json, sys\n"
+        f"for entry in {entries!r}:\n"
+        "    importlib.import_module(entry)\n"
+        "    print(json.dumps([entry, [m for m in ('lmdb', 'webdataset', 'polars')"
+        " if m in sys.modules]]))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == ""
+    loaded = dict(json.loads(line) for line in done.stdout.splitlines())
+    assert loaded == {entry: [] for entry in entries}

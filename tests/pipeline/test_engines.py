@@ -285,6 +285,7 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
     params = tiny_params()
     by_dvc, by_snakemake = (copy_project(built, tmp_path / built.name) for built in engine_builds)
     built = outputs(by_dvc)
+    # two builds from nothing, byte for byte the same: a clean rebuild reproduces dvc.lock's hashes
     assert built == outputs(by_snakemake)
     # two clean runs on the CPU, identical metrics too (less the timings)
     scores = [

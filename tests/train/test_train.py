@@ -260,7 +260,7 @@ def test_start_fraction_trains_where_the_sampler_starts():
 def test_kill_and_resume_ends_with_the_same_weights(trained_project, tmp_path):
     """SIGKILL train@easy after its first checkpoint; the rerun resumes and matches a clean run."""
     params = tiny_params()
-    params["train"]["curriculum"]["easy"]["steps"] = 40
+    params["train"]["curriculum"]["easy"]["steps"] = 16
     params["optim"]["checkpoint_every"] = 4
     clean = _copy_project(trained_project, tmp_path / "clean")
     killed = _copy_project(trained_project, tmp_path / "killed")
@@ -436,13 +436,14 @@ def test_bf16_grad_accum_and_checkpointing_run_and_learn(trained_project, tmp_pa
     project = _copy_project(trained_project, tmp_path / "variant")
     params = tiny_params()
     params["optim"].update(grad_accum=2, precision="bf16", gradient_checkpointing=True)
-    # 4 steps: where the CPU lacks native bf16 (AVX2 alone), each costs many fp32 steps
-    params["train"]["curriculum"]["easy"]["steps"] = 4
+    # 2 steps of 2 micro-batches: where the CPU lacks native bf16 (AVX2 alone), each costs many
+    # fp32 steps
+    params["train"]["curriculum"]["easy"]["steps"] = 2
     write_params(project, params)
     # a process of its own, as under dvc: accelerate's precision is fixed once per process
     _train_easy(project)
     metrics = json.loads((project / "metrics/train/easy.json").read_text())
-    assert metrics["steps"] == 4 and torch.isfinite(torch.tensor(metrics["final_loss"]))
+    assert metrics["steps"] == 2 and torch.isfinite(torch.tensor(metrics["final_loss"]))
     assert metrics["precision"] == "bf16" and metrics["precision_reason"].startswith("set to bf16")
     weights = _adapter(project)
     assert any(float(w.abs().sum()) > 0 for k, w in weights.items() if "lora_B" in k)
@@ -473,7 +474,7 @@ def test_webdataset_streams_shards_over_http_to_the_same_weights(trained_project
     params["loader"].update(reader="webdataset", shuffle_buffer=16)
     local = _copy_project(trained_project, tmp_path / "local")
     write_params(local, params)
-    _train_easy(local)
+    assert run_cli(local, "train", "--level", "easy") == 0
 
     bucket = tmp_path / "bucket"
     streamed = _copy_project(trained_project, tmp_path / "streamed")
@@ -488,7 +489,7 @@ def test_webdataset_streams_shards_over_http_to_the_same_weights(trained_project
         url = f"http://127.0.0.1:{server.server_port}/train-{{000000..{len(tars) - 1:06d}}}.tar"
         params["loader"]["shard_urls"] = {"easy": url}
         write_params(streamed, params)
-        _train_easy(streamed)
+        assert run_cli(streamed, "train", "--level", "easy") == 0
     finally:
         server.shutdown()
     assert sorted(set(_LoggedFiles.requested)) == [f"/{name}" for name in tars]
