@@ -114,15 +114,14 @@ def _broken_dvc_files(project: Path) -> list[Path]:
 
 
 def _kill_once_started(
-    command: list[str], project: Path, log: Path, stage: str, delay: float
+    command: list[str], project: Path, output: Path, stage_log: Path, stage: str, delay: float
 ) -> tuple[bool, bool]:
-    """Runs command in its own process group, its output to log (where the stage's own lines
-    land); once the stage logs that it started, SIGKILLs the group `delay` seconds later.
-    Returns whether the engine was still running then (a real interruption, not a kill after
-    the end) and whether the stage had written its outputs by then."""
-    log.unlink(missing_ok=True)  # the uninterrupted build's lines, in a copied project
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as sink:  # Snakemake sends its job's lines to the job's log: itself
+    """Runs command in its own process group, its output to `output`; once the stage logs in
+    `stage_log` that it started, SIGKILLs the group `delay` seconds later. Returns whether the
+    engine was still running then (a real interruption, not a kill after the end) and whether
+    the stage had written its outputs by then."""
+    stage_log.unlink(missing_ok=True)  # the uninterrupted build's lines, in a copied project
+    with output.open("w") as sink:
         process = subprocess.Popen(
             command,
             cwd=project,
@@ -132,14 +131,14 @@ def _kill_once_started(
             start_new_session=True,
         )
     started = f"linefuse {stage}: started"
-    while not (log.is_file() and started in log.read_text()):
-        assert process.poll() is None, f"{stage} ended before it started: {log.read_text()}"
+    while not (stage_log.is_file() and started in stage_log.read_text()):
+        assert process.poll() is None, f"{stage} ended before it started: {output.read_text()}"
         time.sleep(0.02)
     time.sleep(delay)
     was_running = process.poll() is None
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    return was_running, f"linefuse {stage}: wrote" in log.read_text()
+    return was_running, f"linefuse {stage}: wrote" in stage_log.read_text()
 
 
 def _trials(built: Path, engine: str) -> list[tuple[str, float]]:
@@ -186,16 +185,17 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine, 
         project = copy_project(built, tmp_path / f"trial{number}")
         outs = declarations[stage]["outs"]
         expected = {out: _digest(built, out) for out in outs}
+        output = tmp_path / f"trial{number}.log"
         if engine == "dvc":
             # --force: a stage whose outputs DVC holds in its cache (generate's) would be
             # checked out from there, not run
             command = ["dvc", "repro", "--force", "--no-run-cache", "--single-item", stage]
-            log = tmp_path / f"trial{number}.log"
+            stage_log = output  # DVC passes the stage's lines on
         else:
             command = [*SNAKEMAKE, outs[0]]
-            log = project / _job_log(stage)
+            stage_log = project / _job_log(stage)  # Snakemake sends them to the job's log:
         _remove(project, outs)
-        was_running, wrote = _kill_once_started(command, project, log, stage, delay)
+        was_running, wrote = _kill_once_started(command, project, output, stage_log, stage, delay)
         interrupted += was_running
         mid_stage += was_running and not wrote
         print(
