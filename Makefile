@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base label-reader clean
+.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader clean
 
 install: $(STAMP)
 
@@ -40,6 +40,37 @@ dvc.yaml: $(STAMP)
 # .linefuse/state/base after a stop. Commit the folder it writes.
 base: bank
 	$(BIN)/linefuse base
+
+# `make base-window MINUTES=8 OUT=DIR`: one window of the base's training on a lent GPU
+# (linefuse base-window, docs/model_zoo.md): resumes workflow/base_windows, trains for MINUTES
+# of wall clock counted from this target's start, scores, and writes the weights it offers, the
+# new state and its record to OUT. With wheels in .whl/ (make wheels) it runs on the machine's
+# own python3 (a GPU image's, with torch), adding only those; else on the project's venv.
+MINUTES ?= 8
+OUT ?= .linefuse/window
+WINDOW_PARAMS ?= params.yaml
+WINDOW_SITE ?= /tmp/linefuse-site
+base-window:
+	@started=$$(date +%s.%N); \
+	if ls .whl/*.whl >/dev/null 2>&1; then \
+	  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
+	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
+	else $(MAKE) -s install || exit 1; run=$(BIN)/python; fi; \
+	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) \
+	  --out $(OUT) --started-at $$started
+
+# `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
+# scikit-image ...) lacks for a base window, at requirements.lock's pins, as wheels in .whl/
+# (git-ignored), carried to the GPU machine with the working tree.
+GPU_PYTHON ?= 3.12
+GPU_WHEELS := diffusers peft pydantic pydantic_core annotated-types typing-inspection \
+  typing_extensions lmdb kornia kornia_rs importlib_metadata zipp
+wheels:
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d .whl \
+	  $$(for name in $(GPU_WHEELS); do grep -i "^$$name==" requirements.lock; done)
 
 # `make label-reader`: remake the tick-label reader LineFuse ships (src/linefuse/zoo/
 # <label_reader.name>: weights, scores.json and a model card) from params.yaml's label_reader

@@ -26,11 +26,12 @@ import yaml
 from torch.utils.data import DataLoader
 
 from linefuse.data.bank import BankCrops, build_bank
-from linefuse.data.degrade_torch import degrade_batch, draw_units
+from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.stream import ChartPairs
 from linefuse.hardware import cpu_flags, machine_summary
 from linefuse.params import load_params
 from linefuse.stage import default_workers
+from linefuse.train.base_batches import device_generator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,8 +51,8 @@ def new_batches(params, batch: int, workers: int, device: torch.device, timer: d
     for sharp, *_ in loader:
         started = time.perf_counter()
         sharp = sharp.to(device).float() / 255.0
-        units = draw_units(len(sharp), params.degrade, base.light, base.light_fraction, generator)
-        blurred = degrade_batch(sharp, units, generator)
+        plan = draw_plan(len(sharp), params.degrade, base.light, base.light_fraction, generator)
+        blurred = degrade_batch(sharp, plan, device_generator(generator, device))
         if device.type == "cuda":
             torch.cuda.synchronize()
         timer["degrade_s"] += time.perf_counter() - started

@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from linefuse import paths
@@ -111,6 +112,33 @@ def run_base(params: Params, args: argparse.Namespace) -> None:
         folder, metrics = train_base(params)
         score_and_card(params, folder, metrics)
         written += [folder, paths.train_metrics("base")]
+
+
+def run_base_window(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.evaluate.base_window import score_window
+    from linefuse.train.window import CANDIDATE_DIR, summarise, train_window
+
+    started = args.started_at or time.time()
+    out, state = Path(args.out), Path(args.state)
+    with stage("base-window") as written:
+        record = train_window(params, out, state, started + 60 * args.minutes, args.workers)
+        write_json(out / "record.json", record)  # the training's record, before scoring
+        clock = time.perf_counter()
+        record["scores"] = score_window(params, out / CANDIDATE_DIR, record["device"], args.workers)
+        record["phases"]["score"] = {"seconds": time.perf_counter() - clock}
+        record["wall_seconds"] = time.time() - started
+        record["minutes"], record["state_from"] = args.minutes, str(state)
+        record["summary"] = summarise(record)
+        write_json(out / "record.json", record)
+        written.append(out)
+    summary = record["summary"]
+    logging.getLogger("linefuse").info(
+        "base-window: %.0f pairs/s, %.0f%% of %.0f s in steps; ships: %s",
+        summary["pairs_per_s"],
+        100 * summary["step_share"],
+        record["wall_seconds"],
+        record["scores"]["verdict"]["ships"],
+    )
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
@@ -268,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
     _add_data_stages(commands)
     _add_training_stages(commands)
+    _add_base_window(commands)
     _add_profile(commands)
     _add_evaluation_stages(commands)
     _add_restore(commands)
@@ -316,6 +345,31 @@ def _add_data_stages(commands) -> None:
         run_embed,
         "cache one level's pixels or VAE latents and prompt embeddings",
     ).add_argument("--level", required=True, help="a name from degrade.levels")
+
+
+def _add_base_window(commands) -> None:
+    """base-window: one GPU window of the shipped base's training."""
+    window = _add_stage(
+        commands,
+        "base-window",
+        run_base_window,
+        "train the shipped base further for a wall-clock budget (one GPU window), resuming the "
+        "last window's stable state; writes the weights it offers, the state and a run record",
+        workers=True,
+    )
+    window.add_argument("--minutes", type=float, required=True, help="the whole window's budget")
+    window.add_argument("--out", required=True, help="folder for the record, state and weights")
+    window.add_argument(
+        "--state",
+        default=str(paths.BASE_WINDOWS_DIR),
+        help="the last window's stable state (default: %(default)s)",
+    )
+    window.add_argument(
+        "--started-at",
+        type=float,
+        default=None,
+        help="when the window began (seconds since the epoch), if before this command",
+    )
 
 
 def _add_training_stages(commands) -> None:

@@ -140,3 +140,11 @@ def machine_summary() -> dict:
     if torch.cuda.is_available():
         summary["gpu"] = torch.cuda.get_device_name(0)
     return summary
+
+
+def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`; to a GPU through pinned memory, so the host does not wait for
+    the work already queued there (a plain copy from pageable memory would)."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)

@@ -546,6 +546,23 @@ class BankParams(Strict):
     label_focus: Probability
 
 
+class WindowParams(Strict):
+    """`linefuse base-window` (make base-window): one GPU window of the base's training, resumed
+    from the last window's stable state (train/window.py)."""
+
+    init: str  # what the first window starts from: a shipped base or a local UNet folder
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    warmup_steps: Annotated[int, Field(ge=0)]
+    cooldown_fraction: Annotated[float, Field(gt=0.0, lt=1.0)]
+    batch_sizes: Annotated[list[PositiveInt], Field(min_length=1)]
+    tune_seconds: Annotated[float, Field(gt=0.0)]
+    try_compile: bool
+    first_charts: PositiveInt
+    pool_gb: Annotated[float, Field(gt=0.0)]
+    score_seconds: Annotated[float, Field(gt=0.0)]
+    log_every: PositiveInt
+
+
 class BaseParams(Strict):
     """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
     linefuse/zoo/<name>, on crops of a bank of sharp charts (linefuse.data.bank) degraded on
@@ -572,6 +589,7 @@ class BaseParams(Strict):
     checkpoint_every: PositiveInt
     workers: Annotated[int, Field(ge=0)] | Literal["auto"]
     score_charts: PositiveInt
+    window: WindowParams
 
     @property
     def batch_size(self) -> int:

@@ -65,6 +65,8 @@ LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
 # the base's chart bank (linefuse bank): an LMDB env per chart-params fingerprint, resumable
 BANK_ROOT = Path(".linefuse/bank")
+# the base's GPU windows: the last stable state and the ledger, committed (train/window.py)
+BASE_WINDOWS_DIR = Path("workflow/base_windows")
 
 
 def bank(fingerprint: str) -> Path:

@@ -15,8 +15,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from linefuse.data import bank
-from linefuse.data.charts import draw_chart
-from linefuse.data.stream import base_chart_params
+from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.params import load_params
 from linefuse.stage import UserError
 

@@ -19,6 +19,7 @@ from scipy.spatial import cKDTree
 
 from linefuse.data.charts import (
     _bundled_file,
+    base_chart_params,
     chart_rng,
     choose_style,
     draw_chart,
@@ -28,7 +29,6 @@ from linefuse.data.charts import (
     render_plan,
 )
 from linefuse.data.images import find_images
-from linefuse.data.stream import base_chart_params
 from linefuse.evaluate.curves import _furniture_mask, read_truth
 from linefuse.params import ChartParams, ParamsError, load_params, parse_params
 

@@ -8,7 +8,7 @@ import torch
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
-from linefuse.data.degrade_torch import degrade_batch, degrade_seeded, draw_units
+from linefuse.data.degrade_torch import degrade_batch, draw_plan, single_plan
 from linefuse.params import load_params
 
 from conftest import ROOT
@@ -16,8 +16,9 @@ from conftest import ROOT
 CHARTS = 8  # default charts, each cut to one CROP px window in its plot
 CROP = 64
 # degradations of each chart per domain and level, so the mean over draws settles; gaussian's
-# easy sigmas (0.3 leaves a chart nearly sharp) spread its PSNR most, and it is cheap
-DRAWS = {"gaussian": 192, "motion": 32, "scan": 32, "compression": 32, "lowres": 32}
+# easy sigmas (0.3 leaves a chart nearly sharp) and lowres's easy factors (near 1) spread their
+# PSNR most, and both are cheap
+DRAWS = {"gaussian": 192, "motion": 32, "scan": 32, "compression": 32, "lowres": 128}
 TOLERANCE_DB = 0.5
 
 
@@ -66,7 +67,8 @@ def psnr_deltas(params, crops) -> dict[str, tuple[float, float]]:
                     for i, image in enumerate(sharp)
                 ]
             )
-            ours = degrade_batch(batch, [(domain, settings)] * len(sharp), torch.Generator())
+            plan = single_plan(len(sharp), domain, settings, torch.Generator().manual_seed(0))
+            ours = degrade_batch(batch, plan, torch.Generator().manual_seed(1))
             table[f"{domain}/{level}"] = (psnr(reference, sharp), psnr(to_uint8(ours), sharp))
     return table
 
@@ -78,44 +80,67 @@ def test_every_domain_and_level_matches_numpy_psnr(psnr_deltas):
     assert not far, far
 
 
-def test_same_seed_same_output_on_the_k255_grid(params, crops):
-    batch = to_tensor(crops)
-    units = draw_units(
+def test_same_plan_and_seed_same_output_on_the_k255_grid(params, crops):
+    batch = to_tensor(np.concatenate([crops] * 4))
+    plan = draw_plan(
         len(batch), params.degrade, params.base.light, 0.3, torch.Generator().manual_seed(1)
     )
-    assert len({domain for domain, _ in units}) >= 3  # a mixed batch
-    first = degrade_batch(batch, units, torch.Generator().manual_seed(7))
-    again = degrade_batch(batch, units, torch.Generator().manual_seed(7))
-    other = degrade_batch(batch, units, torch.Generator().manual_seed(8))
+    assert {domain for domain, _ in plan.labels(params.degrade)} == set(DRAWS)  # a mixed batch
+    first = degrade_batch(batch, plan, torch.Generator().manual_seed(7))
+    again = degrade_batch(batch, plan, torch.Generator().manual_seed(7))
+    other = degrade_batch(batch, plan, torch.Generator().manual_seed(8))
     assert torch.equal(first, again)
-    assert not torch.equal(first, other)
+    assert not torch.equal(first, other)  # the scan's grain and fields come from the generator
     assert first.shape == batch.shape and first.dtype == batch.dtype
     assert first.min() >= 0 and first.max() <= 1
     assert torch.equal(first, torch.round(first * 255) / 255)
 
 
-def test_a_mixed_batch_equals_each_sample_alone(params, crops):
-    batch = to_tensor(crops)
-    units = draw_units(
-        len(batch), params.degrade, params.base.light, 0.0, torch.Generator().manual_seed(2)
-    )
-    seeds = list(range(100, 100 + len(batch)))
-    together = degrade_seeded(batch, units, seeds)
-    alone = torch.cat(
-        [
-            degrade_seeded(batch[i : i + 1], units[i : i + 1], seeds[i : i + 1])
-            for i in range(len(batch))
-        ]
-    )
-    # batched kernels may sum in another order: at most one grey level apart, and rarely
-    assert (together - alone).abs().max() <= 1.5 / 255
-    assert (together != alone).float().mean() < 1e-3
+def test_each_run_of_the_plan_gets_its_own_domain(params, crops):
+    """A sample is degraded as its own run of the plan says: the same crops under a plan of one
+    domain each give, sample for sample, what the mixed plan gave that run."""
+    batch = to_tensor(np.concatenate([crops] * 8))
+    plan = draw_plan(len(batch), params.degrade, params.base.light, 0.0, torch.Generator())
+    mixed = degrade_batch(batch, plan, torch.Generator().manual_seed(3))
+    for part in plan.parts:
+        if (
+            part.domain in ("gaussian", "motion", "compression", "lowres")
+            and part.stop > part.start
+        ):
+            alone = type(plan)(
+                [type(part)(part.domain, 0, part.stop - part.start, part.levels, part.values)]
+            )
+            own = degrade_batch(batch[part.start : part.stop], alone, torch.Generator())
+            assert (own - mixed[part.start : part.stop]).abs().max() <= 1.5 / 255, part.domain
 
 
-def test_draw_units_follows_the_recipe(params):
+def test_draw_plan_follows_the_recipe(params):
     generator = torch.Generator().manual_seed(3)
-    units = draw_units(2000, params.degrade, params.base.light, 0.25, generator)
-    light = sum(settings == getattr(params.base.light, d) for d, settings in units) / len(units)
-    shares = {d: sum(u[0] == d for u in units) / len(units) for d in params.degrade.domains}
-    assert abs(light - 0.25) < 0.04, light
-    assert all(abs(share - 0.2) < 0.04 for share in shares.values()), shares
+    labels = draw_plan(4000, params.degrade, params.base.light, 0.25, generator).labels(
+        params.degrade
+    )
+    light = sum(level == "light" for _, level in labels) / len(labels)
+    shares = {d: sum(u[0] == d for u in labels) / len(labels) for d in params.degrade.domains}
+    levels = {lv: sum(u[1] == lv for u in labels) / len(labels) for lv in params.degrade.levels}
+    assert abs(light - 0.25) < 0.03, light
+    assert all(abs(share - 0.2) < 0.03 for share in shares.values()), shares
+    assert all(abs(share - 0.25) < 0.03 for share in levels.values()), levels
+
+
+def test_plan_values_lie_in_each_samples_setting(params):
+    plan = draw_plan(3000, params.degrade, params.base.light, 0.2, torch.Generator())
+    names = [*params.degrade.levels, "light"]
+    for part in plan.parts:
+        for k, level in enumerate(part.levels.tolist()):
+            name = names[level]
+            setting = (
+                getattr(params.base.light, part.domain)
+                if name == "light"
+                else params.degrade.level(part.domain, name)
+            )
+            for key, value in part.values.items():
+                bounds = getattr(setting, key, None)
+                if isinstance(bounds, (tuple, list)):
+                    assert bounds[0] - 1e-9 <= float(value[k]) <= bounds[1] + 1e-9, (key, name)
+                elif key in ("rotation_deg", "shear"):
+                    assert abs(float(value[k])) <= bounds + 1e-9, (key, name)

@@ -14,9 +14,9 @@ from diffusers import UNet2DConditionModel
 from safetensors.torch import load_file
 
 from linefuse import paths
-from linefuse.data.charts import draw_chart
+from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import degrade, item_rng
-from linefuse.data.stream import ChartPairs, base_chart_params
+from linefuse.data.stream import ChartPairs
 from linefuse.evaluate import ocr
 from linefuse.evaluate.metrics import psnr
 from linefuse.params import ParamsError, load_params, parse_params

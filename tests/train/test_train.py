@@ -30,9 +30,9 @@ from linefuse.train.loop import (
     _validation_losses,
     _warn_if_barely_restoring,
     pretrain_job,
-    step_draw,
 )
 from linefuse.train.model import build_unet, load_base
+from linefuse.train.step import step_draw
 
 from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
 

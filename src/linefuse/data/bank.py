@@ -27,10 +27,9 @@ import torch
 from torch.utils.data import Dataset
 
 from linefuse import paths
-from linefuse.data.charts import draw_chart
+from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import item_rng
 from linefuse.data.labels import encode, readable
-from linefuse.data.stream import base_chart_params
 from linefuse.params import ChartParams, Params, chart_pixels
 from linefuse.stage import UserError, ordered_map
 

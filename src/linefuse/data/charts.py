@@ -33,7 +33,7 @@ from linefuse.data.chart_style import (
     plan_grid,
     plan_layout,
 )
-from linefuse.params import ChartParams, chart_pixels
+from linefuse.params import ChartParams, Params, chart_pixels
 from linefuse.stage import ordered_map
 
 # What varies between real spectrum figures beyond the style sheet: content, not knobs.
@@ -643,3 +643,13 @@ def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
     for _ in ordered_map(job, list(range(cfg.count)), workers, desc="generate", unit="chart"):
         pass
     return cfg.count
+
+
+def base_chart_params(params: Params) -> ChartParams:
+    """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
+    the base's seed, and only the families the default data trains on."""
+    charts = params.data.charts.with_overrides(params.base.chart_overrides)
+    families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
+    return charts.model_copy(
+        update={"seed": params.base.chart_seed, "families": families, "held_out": []}
+    )

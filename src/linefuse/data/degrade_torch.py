@@ -4,73 +4,163 @@ The base model's trainer degrades bank charts on its own device instead of waiti
 PIL in loader processes. Each domain follows degrade.py's formula with the ranges of
 `DegradeParams` / `LightLevels`; a test holds the mean PSNR of both paths together per domain and
 level. It is a twin in distribution, not bit for bit: the draws come from torch generators, the
-JPEG is kornia's differentiable codec, and smooth fields are bicubic instead of spline zooms.
+JPEG is LineFuse's own hard-rounding codec (linefuse.data.jpeg), and smooth fields are bicubic
+instead of spline zooms.
+
+A batch is degraded in two halves, so the device never waits on the host nor the host on the
+device:
+- `draw_plan` draws, on the host from a CPU generator, what each sample gets: its domain (the
+  samples of one domain lie side by side), its level or the light setting, and its scalars
+  (sigma, length, angle, rotation, quality, factor ...) as whole-batch vector ops. Sizes that
+  shape a kernel (the widest blur, the longest motion, each low-resolution size) are known
+  there, so no step reads a value back from the device.
+- `degrade_batch` applies the plan; the per-pixel draws (grain, smooth fields) come from a
+  generator on the batch's device. Same plan and generator seed, same output.
 
 kornia is imported by the functions that use it: it is slow to import, and every stage process
 imports this module through the training loop, while only the base degrades on the device.
-
-Every draw comes from a CPU `torch.Generator`, so a CPU and a GPU run draw the same values.
-`degrade_batch` draws one seed per sample and each sample draws the rest from its own generator,
-so a sample's output depends on its pixels, unit and seed only, never on the batch around it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from linefuse.data.degrade import Level
 from linefuse.data.jpeg import jpeg
+from linefuse.hardware import host_to_device
 from linefuse.params import DOMAINS, DegradeParams, LightLevels
 
-Unit = tuple[str, Level]
-SEED_BOUND = 2**62  # per-sample seeds are drawn below this (torch.randint's int64 range)
 GRAIN_SIGMA = 0.7  # degrade.py's print grain smoothing, px
 FADE_CELLS, SHADE_CELLS = 6, 4  # degrade.py's smooth-field grids: line fade and paper shading
+PAPER_TONE = (0.9, 1.0)  # degrade.py's scan paper brightness range
 
 
-def draw_units(
+@dataclass
+class DomainPlan:
+    """One domain's run of samples, batch[start:stop]: `levels` indexes each sample's setting
+    (degrade.levels in order, then the light one), `values` its drawn scalars (host tensors)."""
+
+    domain: str
+    start: int
+    stop: int
+    levels: Tensor
+    values: dict[str, Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What each sample of a batch gets, drawn on the host (`draw_plan`)."""
+
+    parts: list[DomainPlan]
+
+    def labels(self, degrade: DegradeParams) -> list[tuple[str, str]]:
+        """(domain, level name or "light") per sample, in batch order."""
+        names = [*degrade.levels, "light"]
+        return [(p.domain, names[int(k)]) for p in self.parts for k in p.levels]
+
+
+def _settings(degrade: DegradeParams, light: LightLevels, domain: str) -> list:
+    """The domain's settings, indexable by a plan's level index."""
+    return [degrade.level(domain, level) for level in degrade.levels] + [getattr(light, domain)]
+
+
+def _bounds(settings: list, key: str, levels: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-sample (low, high) of `key`: a range's ends, or a fixed value twice."""
+    pairs = []
+    for setting in settings:
+        value = getattr(setting, key)
+        pairs.append(tuple(value) if isinstance(value, (tuple, list)) else (value, value))
+    table = torch.tensor(pairs, dtype=torch.float64)[levels]
+    return table[:, 0], table[:, 1]
+
+
+def _uniform(settings: list, key: str, levels: Tensor, generator: torch.Generator) -> Tensor:
+    low, high = _bounds(settings, key, levels)
+    return low + (high - low) * torch.rand(len(levels), generator=generator, dtype=torch.float64)
+
+
+def _integers(settings: list, key: str, levels: Tensor, generator: torch.Generator) -> Tensor:
+    """An integer in [low, high], both included (as rng.integers(..., endpoint=True))."""
+    low, high = _bounds(settings, key, levels)
+    u = torch.rand(len(levels), generator=generator, dtype=torch.float64)
+    return (low + torch.floor(u * (high - low + 1))).clamp(max=high).long()
+
+
+def _symmetric(settings: list, key: str, levels: Tensor, generator: torch.Generator) -> Tensor:
+    """Uniform in (-v, v) for a fixed v per setting (the scan's rotation and shear)."""
+    magnitude = _bounds(settings, key, levels)[0]
+    return magnitude * (2 * torch.rand(len(levels), generator=generator, dtype=torch.float64) - 1)
+
+
+_DRAWS = {
+    "gaussian": {"sigma": _uniform},
+    "motion": {"length": _integers, "angle": _uniform},
+    "scan": {
+        "rotation_deg": _symmetric,
+        "shear": _symmetric,
+        **{key: _uniform for key in ("line_fade", "contrast", "background", "noise", "blur")},
+    },
+    "compression": {"quality": _integers},
+    "lowres": {"factor": _uniform},
+}
+
+
+def draw_plan(
     count: int,
     degrade: DegradeParams,
     light: LightLevels,
     light_fraction: float,
     generator: torch.Generator,
-) -> list[Unit]:
-    """`count` (domain, level settings): domain and level uniform, the domain's light settings
-    with probability `light_fraction` (ChartPairs' recipe)."""
-    units = []
-    for _ in range(count):
-        domain = degrade.domains[_randint(generator, len(degrade.domains))]
-        settings = degrade.level(domain, degrade.levels[_randint(generator, len(degrade.levels))])
-        if torch.rand(1, generator=generator).item() < light_fraction:
-            settings = getattr(light, domain)
-        units.append((domain, settings))
-    return units
+) -> Plan:
+    """`count` samples' degradations: domain and level uniform, the domain's light setting with
+    probability `light_fraction` (ChartPairs' recipe); `generator` is a CPU one."""
+    domains = degrade.domains
+    picks = torch.randint(len(domains), (count,), generator=generator)
+    counts = torch.bincount(picks, minlength=len(domains)).tolist()
+    parts, start = [], 0
+    for domain, size in zip(domains, counts, strict=True):
+        levels = torch.randint(len(degrade.levels), (size,), generator=generator)
+        is_light = torch.rand(size, generator=generator) < light_fraction
+        levels = torch.where(is_light, len(degrade.levels), levels)
+        settings = _settings(degrade, light, domain)
+        values = {
+            key: draw(settings, key, levels, generator) for key, draw in _DRAWS[domain].items()
+        }
+        if domain == "scan":
+            low, high = PAPER_TONE
+            values["paper"] = low + (high - low) * torch.rand(size, generator=generator)
+        if domain == "lowres":  # by factor, so the samples of one small size lie side by side
+            order = torch.argsort(values["factor"])
+            levels, values = levels[order], {key: v[order] for key, v in values.items()}
+        parts.append(DomainPlan(domain, start, start + size, levels, values))
+        start += size
+    return Plan(parts)
 
 
-def degrade_batch(sharp: Tensor, units: Sequence[Unit], generator: torch.Generator) -> Tensor:
-    """Degrade a (B, 3, H, W) float batch in [0, 1]; same shape and device, on the k/255 grid."""
-    seeds = torch.randint(SEED_BOUND, (len(units),), generator=generator).tolist()
-    return degrade_seeded(sharp, units, seeds)
+def single_plan(count: int, domain: str, setting, generator: torch.Generator) -> Plan:
+    """A plan of `count` samples of one domain at one setting (tests, scores)."""
+    levels = torch.zeros(count, dtype=torch.long)
+    values = {key: draw([setting], key, levels, generator) for key, draw in _DRAWS[domain].items()}
+    if domain == "scan":
+        values["paper"] = PAPER_TONE[0] + 0.1 * torch.rand(count, generator=generator)
+    return Plan([DomainPlan(domain, 0, count, levels, values)])
 
 
-def degrade_seeded(sharp: Tensor, units: Sequence[Unit], seeds: Sequence[int]) -> Tensor:
-    """`degrade_batch` with the per-sample seeds given: sample i depends on (sharp[i], units[i],
-    seeds[i]) only. The samples of one domain are degraded together."""
-    if sharp.ndim != 4 or sharp.shape[1] != 3 or not len(units) == len(sharp) == len(seeds):
-        raise ValueError(f"expected (B, 3, H, W) with B units and seeds, got {tuple(sharp.shape)}")
+def degrade_batch(sharp: Tensor, plan: Plan, generator: torch.Generator) -> Tensor:
+    """Degrade a (B, 3, H, W) float batch in [0, 1] as `plan` says; per-pixel draws from
+    `generator`, which lives on the batch's device. Same shape and device, on the k/255 grid."""
+    if sharp.ndim != 4 or sharp.shape[1] != 3 or plan.parts[-1].stop != len(sharp):
+        raise ValueError(f"expected (B, 3, H, W) with B planned samples, got {tuple(sharp.shape)}")
     image = sharp.float()
     out = torch.empty_like(image)
-    for domain in DOMAINS:
-        members = [i for i, (name, _) in enumerate(units) if name == domain]
-        if members:
-            levels = [units[i][1] for i in members]
-            generators = [torch.Generator().manual_seed(int(seeds[i])) for i in members]
-            out[members] = _DOMAINS[domain](image[members], levels, generators)
+    for part in plan.parts:
+        if part.stop > part.start:
+            members = image[part.start : part.stop]
+            out[part.start : part.stop] = _DOMAINS[part.domain](members, part.values, generator)
     return quantise(out).to(sharp.dtype)
 
 
@@ -79,50 +169,34 @@ def quantise(image: Tensor) -> Tensor:
     return torch.round(image.clamp(0.0, 1.0) * 255.0) / 255.0
 
 
-# --- draws: one per sample, each from the sample's own generator --------------------------------
+def _on(values: Tensor, image: Tensor) -> Tensor:
+    """A plan's host values as float32 on the image's device, without waiting for the device."""
+    return host_to_device(values.float(), image.device)
 
 
-def _randint(generator: torch.Generator, high: int) -> int:
-    return int(torch.randint(high, (1,), generator=generator).item())
-
-
-def _uniform(generators: list[torch.Generator], bounds: Callable, device) -> Tensor:
-    """One uniform draw in bounds(i) = (low, high) per sample, as a (B,) float tensor."""
-    values = []
-    for i, generator in enumerate(generators):
-        low, high = bounds(i)
-        values.append(low + (high - low) * torch.rand(1, generator=generator, dtype=torch.float64))
-    return torch.cat(values).float().to(device)
-
-
-def _integers(generators: list[torch.Generator], bounds: Callable) -> list[int]:
-    """One integer in [low, high] (both included, as rng.integers(..., endpoint=True))."""
-    return [
-        int(torch.randint(bounds(i)[0], bounds(i)[1] + 1, (1,), generator=g).item())
-        for i, g in enumerate(generators)
-    ]
-
-
-def _smooth_field(generators: list[torch.Generator], shape, cells: int, device) -> Tensor:
+def _smooth_field(count: int, shape, cells: int, generator: torch.Generator, device) -> Tensor:
     """(B, 1, H, W) low-frequency fields in [-1, 1]: a cells x cells uniform grid, upsampled
     bicubically (degrade.py zooms a cubic spline; both interpolate the same grid)."""
-    coarse = torch.stack([torch.rand(1, cells, cells, generator=g) for g in generators])
-    field = F.interpolate((2.0 * coarse - 1.0).to(device), size=shape, mode="bicubic")
-    return field.clamp(-1.0, 1.0)
+    coarse = torch.rand(count, 1, cells, cells, generator=generator, device=device)
+    return F.interpolate(2.0 * coarse - 1.0, size=shape, mode="bicubic").clamp(-1.0, 1.0)
 
 
 # --- kernels ----------------------------------------------------------------------------------
 
 
-def _gaussian_taps(sigmas: Tensor) -> Tensor:
+def _gaussian_taps(sigmas: Tensor, radius: int) -> Tensor:
     """(B, 2R+1) 1-D Gaussian taps, truncated at int(4 sigma + 0.5) like gaussian_filter's,
-    zero-padded to the batch's widest; sigma 0 gives the identity."""
+    zero-padded to `radius` (the batch's widest, known on the host); sigma 0 is the identity."""
     radii = (4.0 * sigmas + 0.5).floor()
-    radius = int(radii.max().item())
     x = torch.arange(-radius, radius + 1, device=sigmas.device, dtype=torch.float32)
     taps = torch.exp(-0.5 * (x / sigmas.clamp_min(1e-6)[:, None]) ** 2)
     taps = taps * (x.abs() <= radii[:, None]) + (x == 0) * (sigmas[:, None] <= 0)
     return taps / taps.sum(dim=1, keepdim=True)
+
+
+def _gaussian_radius(sigmas: Tensor) -> int:
+    """The widest truncation radius of host `sigmas`."""
+    return int(math.floor(4.0 * float(sigmas.max()) + 0.5)) if len(sigmas) else 0
 
 
 def _half_sample_pad(image: Tensor, pad_y: int, pad_x: int) -> Tensor:
@@ -138,34 +212,33 @@ def _half_sample_pad(image: Tensor, pad_y: int, pad_x: int) -> Tensor:
     return image[..., mirror(height, pad_y), :][..., mirror(width, pad_x)]
 
 
-def _gaussian_blur(image: Tensor, sigmas: Tensor) -> Tensor:
+def _gaussian_blur(image: Tensor, sigmas: Tensor, radius: int) -> Tensor:
     """Per-sample isotropic Gaussian blur; kornia's separable filter takes (B, k) taps."""
     import kornia  # here, not at the top: see the module docstring
 
-    taps = _gaussian_taps(sigmas)
-    radius = taps.shape[1] // 2
+    taps = _gaussian_taps(sigmas, radius)
     padded = _half_sample_pad(image, radius, radius)
     return kornia.filters.filter2d_separable(padded, taps, taps, padding="valid")
 
 
-def _motion_kernels(lengths: list[int], angles: Tensor) -> Tensor:
+def _motion_kernels(lengths: Tensor, longest: int, angles: Tensor) -> Tensor:
     """(B, 2R+1, 2R+1) line PSFs as degrade._motion_kernel draws them (16 samples a px of the
-    segment, each spread bilinearly), centred in the batch's largest size.
+    segment, each spread bilinearly), centred in the size of the `longest` (a host int).
 
     kornia's motion kernels are drawn otherwise (and one size per batch), so the PSF is ours.
     """
     device = angles.device
-    radius = math.ceil(max(lengths) / 2)
+    radius = math.ceil(longest / 2)
     side = 2 * radius + 2  # the extra row and column only ever get 0, as in degrade.py
-    length = torch.tensor(lengths, device=device, dtype=torch.float32)[:, None]
-    n = torch.arange(16 * max(lengths), device=device, dtype=torch.float32)
+    length = lengths.float()[:, None]
+    n = torch.arange(16 * longest, device=device, dtype=torch.float32)
     used = n < 16 * length  # each sample's own 16 * length points along its segment
     t = (n + 0.5) / (16 * length) * length - length / 2
     a = torch.deg2rad(angles)[:, None]
     xs, ys = radius + t * torch.cos(a), radius - t * torch.sin(a)  # image rows grow downwards
     x0, y0 = xs.floor(), ys.floor()
     fx, fy = xs - x0, ys - y0
-    kernel = torch.zeros(len(lengths), side * side, device=device)
+    kernel = torch.zeros(len(angles), side * side, device=device)
     for dy, wy in ((0, 1 - fy), (1, fy)):
         for dx, wx in ((0, 1 - fx), (1, fx)):
             # points past a sample's own segment carry weight 0; clamp keeps them in the kernel
@@ -175,50 +248,44 @@ def _motion_kernels(lengths: list[int], angles: Tensor) -> Tensor:
     return kernel / kernel.sum(dim=(1, 2), keepdim=True)
 
 
-# --- domains: (B, 3, H, W) float in [0, 1], the samples' level settings and generators ---------
+# --- domains: (B, 3, H, W) float in [0, 1], the plan's values, the device generator -------------
 
 
-def _gaussian(image: Tensor, levels: list, generators: list) -> Tensor:
+def _gaussian(image: Tensor, values: dict, generator: torch.Generator) -> Tensor:
     """Defocus: an isotropic Gaussian PSF."""
-    sigmas = _uniform(generators, lambda i: levels[i].sigma, image.device)
-    return _gaussian_blur(image, sigmas)
+    sigma = values["sigma"]
+    return _gaussian_blur(image, _on(sigma, image), _gaussian_radius(sigma))
 
 
-def _motion(image: Tensor, levels: list, generators: list) -> Tensor:
+def _motion(image: Tensor, values: dict, generator: torch.Generator) -> Tensor:
     """Camera shake: a straight line PSF, convolved (not correlated) as ndimage.convolve does."""
     import kornia  # here, not at the top: see the module docstring
 
-    lengths = _integers(generators, lambda i: levels[i].length)
-    angles = _uniform(generators, lambda i: levels[i].angle, image.device)
-    kernels = _motion_kernels(lengths, angles)
+    lengths = values["length"]
+    kernels = _motion_kernels(_on(lengths, image), int(lengths.max()), _on(values["angle"], image))
     radius = kernels.shape[-1] // 2
     padded = _half_sample_pad(image, radius, radius)
     return kornia.filters.filter2d(padded, kernels, padding="valid", behaviour="conv")
 
 
-def _scan(image: Tensor, levels: list, generators: list) -> Tensor:
+def _scan(image: Tensor, values: dict, generator: torch.Generator) -> Tensor:
     """Print and scan, in degrade._scan's order: line fade, rotation and shear about the centre,
     resampling blur, contrast toward the paper tone, paper shading, then print grain."""
-    device, shape = image.device, image.shape[-2:]
-    rotation = _uniform(
-        generators, lambda i: (-levels[i].rotation_deg, levels[i].rotation_deg), device
-    )
-    shear = _uniform(generators, lambda i: (-levels[i].shear, levels[i].shear), device)
-    paper = _uniform(generators, lambda i: (0.9, 1.0), device)[:, None, None, None]
+    device, shape, count = image.device, image.shape[-2:], len(image)
     setting = {
-        key: torch.tensor([getattr(lv, key) for lv in levels], device=device)[:, None, None, None]
-        for key in ("line_fade", "contrast", "background", "noise")
+        key: _on(values[key], image)[:, None, None, None]
+        for key in ("line_fade", "contrast", "background", "noise", "paper")
     }
-    fade = setting["line_fade"] * _smooth_field(generators, shape, FADE_CELLS, device).clamp(0, 1)
-    image = image + (1.0 - image) * fade  # lightens dark ink; white stays white
-    image = _rotate_shear(image, rotation, shear)
-    blur = torch.tensor([lv.blur for lv in levels], device=device, dtype=torch.float32)
-    image = _gaussian_blur(image, blur)
-    image = setting["contrast"] * image + (1.0 - setting["contrast"]) * paper
-    shading = _smooth_field(generators, shape, SHADE_CELLS, device)
+    fade = _smooth_field(count, shape, FADE_CELLS, generator, device).clamp(0, 1)
+    image = image + (1.0 - image) * setting["line_fade"] * fade  # lightens ink; white stays
+    image = _rotate_shear(image, _on(values["rotation_deg"], image), _on(values["shear"], image))
+    image = _gaussian_blur(image, _on(values["blur"], image), _gaussian_radius(values["blur"]))
+    image = setting["contrast"] * image + (1.0 - setting["contrast"]) * setting["paper"]
+    shading = _smooth_field(count, shape, SHADE_CELLS, generator, device)
     image = image * (1.0 + setting["background"] * shading)
-    noise = torch.stack([torch.randn(3, *shape, generator=g) for g in generators]).to(device)
-    grain = _gaussian_blur(noise, torch.full((len(levels),), GRAIN_SIGMA, device=device))
+    noise = torch.randn(count, 3, *shape, generator=generator, device=device)
+    grain_sigma = torch.full((count,), GRAIN_SIGMA, device=device)
+    grain = _gaussian_blur(noise, grain_sigma, _gaussian_radius(torch.tensor([GRAIN_SIGMA])))
     std = grain.flatten(1).std(dim=1, correction=0).clamp_min(1e-12)[:, None, None, None]
     return image + grain / std * (0.1 * setting["noise"])
 
@@ -244,29 +311,34 @@ def _rotate_shear(image: Tensor, rotation_deg: Tensor, shear: Tensor) -> Tensor:
     return F.grid_sample(image, grid, mode="bilinear", padding_mode="border", align_corners=True)
 
 
-def _compression(image: Tensor, levels: list, generators: list) -> Tensor:
+def _compression(image: Tensor, values: dict, generator: torch.Generator) -> Tensor:
     """JPEG artefacts at a per-image quality, from the k/255 input PIL would be given.
 
     linefuse.data.jpeg, not kornia's differentiable codec: kornia rounds softly and so leaves
     less error than PIL's JPEG at the same quality.
     """
-    quality = _integers(generators, lambda i: levels[i].quality)
-    return jpeg(quantise(image), torch.tensor(quality, device=image.device))
+    return jpeg(quantise(image), _on(values["quality"], image))
 
 
-def _lowres(image: Tensor, levels: list, generators: list) -> Tensor:
+def _lowres(image: Tensor, values: dict, generator: torch.Generator) -> Tensor:
     """Bicubic down by `factor`, then back up. torch's antialiased bicubic is PIL's (a = -0.5,
-    widened support when shrinking); the small image is quantised as PIL's uint8 one is. A loop
-    over samples: each has its own small size."""
-    factors = _uniform(generators, lambda i: levels[i].factor, "cpu").tolist()
+    widened support when shrinking); the small image is quantised as PIL's uint8 one is. The
+    samples that shrink to one size (known on the host) are resized together."""
     height, width = image.shape[-2:]
-    out = []
-    for sample, factor in zip(image, factors, strict=True):
-        small = (max(1, round(height / factor)), max(1, round(width / factor)))
-        down = F.interpolate(sample[None], size=small, mode="bicubic", antialias=True)
-        up = F.interpolate(quantise(down), size=(height, width), mode="bicubic", antialias=True)
-        out.append(up)
-    return torch.cat(out)
+    sizes = [
+        (max(1, round(height / f)), max(1, round(width / f))) for f in values["factor"].tolist()
+    ]
+    out, start = torch.empty_like(image), 0
+    while start < len(sizes):  # the plan sorts by factor: one size is one run of samples
+        stop = start + 1
+        while stop < len(sizes) and sizes[stop] == sizes[start]:
+            stop += 1
+        down = F.interpolate(image[start:stop], sizes[start], mode="bicubic", antialias=True)
+        out[start:stop] = F.interpolate(
+            quantise(down), size=(height, width), mode="bicubic", antialias=True
+        )
+        start = stop
+    return out
 
 
 # one function per name in params.DOMAINS, named after it: the list of domains lives there only

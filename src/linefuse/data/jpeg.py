@@ -10,6 +10,7 @@ upsampling on decode. No gradients are needed: it makes training inputs.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -31,27 +32,36 @@ def _dct_matrix(device) -> Tensor:
     return d
 
 
-def _tables(quality: Tensor) -> tuple[Tensor, Tensor]:
-    """(B, 1, 1, 8, 8) luma and chroma steps: libjpeg's jpeg_quality_scaling, force_baseline."""
+@functools.cache
+def _constants(device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(RGB to YCbCr, its inverse, the chroma offset, the 64 x 64 block DCT, the (2, 64) luma
+    and chroma quantisation tables) on `device`, made once per device: copying them there on
+    every batch would make the host wait for the device."""
     import kornia  # here, not at the top: it is slow to import (see degrade_torch)
 
+    codec = kornia.enhance.JPEGCodecDifferentiable()
+    tables = torch.stack(
+        [t.reshape(64).float() for t in (codec.quantization_table_y, codec.quantization_table_c)]
+    )
+    dct = _dct_matrix("cpu")
+    made = (_TO_YCC, torch.linalg.inv(_TO_YCC), _CHROMA_OFFSET, torch.kron(dct, dct), tables)
+    return tuple(t.to(device) for t in made)
+
+
+def _tables(quality: Tensor, base: Tensor) -> tuple[Tensor, Tensor]:
+    """(B, 64) luma and chroma steps: libjpeg's jpeg_quality_scaling, force_baseline."""
     quality = quality.clamp(1, 100)
     scale = torch.where(quality < 50, torch.floor(5000 / quality), 200 - 2 * quality)
-    codec = kornia.enhance.JPEGCodecDifferentiable()
-    steps = []
-    for table in (codec.quantization_table_y, codec.quantization_table_c):
-        table = table.reshape(1, 8, 8).to(quality.device, torch.float32)
-        steps.append(torch.floor((table * scale[:, None, None] + 50) / 100).clamp(1, 255))
-    return steps[0][:, None, None], steps[1][:, None, None]
+    steps = torch.floor((base[:, None] * scale[None, :, None] + 50) / 100).clamp(1, 255)
+    return steps[0], steps[1]
 
 
-def _quantise_blocks(plane: Tensor, step: Tensor, dct: Tensor) -> Tensor:
+def _quantise_blocks(plane: Tensor, step: Tensor, transform: Tensor) -> Tensor:
     """(B, H, W) plane, H and W multiples of 8: DCT per 8x8 block, hard rounding, inverse. The
     2-D DCT of a flattened block is one product with kron(D, D): one large matrix product
     instead of thousands of 8x8 ones."""
     b, h, w = plane.shape
     blocks = (plane - 128).view(b, h // 8, 8, w // 8, 8).transpose(2, 3).reshape(b, -1, 64)
-    transform = torch.kron(dct, dct)
     coefficients = blocks @ transform.T
     steps = step.reshape(b, 1, 64)
     restored = (torch.round(coefficients / steps) * steps) @ transform
@@ -61,17 +71,17 @@ def _quantise_blocks(plane: Tensor, step: Tensor, dct: Tensor) -> Tensor:
 def jpeg(image: Tensor, quality: Tensor) -> Tensor:
     """Encode and decode a (B, 3, H, W) RGB batch in [0, 1] at qualities (B,) in 1..100."""
     b, _, height, width = image.shape
-    device = image.device
+    to_ycc, from_ycc, offset, transform, tables = _constants(image.device)
     pad_y, pad_x = -height % 16, -width % 16  # whole 16 px MCUs, edges repeated as libjpeg does
     rgb = F.pad(image.float() * 255, (0, pad_x, 0, pad_y), mode="replicate")
-    ycc = torch.einsum("ij,bjhw->bihw", _TO_YCC.to(device), rgb)
-    ycc = ycc + _CHROMA_OFFSET.to(device)[:, None, None]
-    luma_step, chroma_step = _tables(quality.float().to(device))
-    dct = _dct_matrix(device)
-    luma = _quantise_blocks(ycc[:, 0], luma_step, dct)
+    ycc = torch.einsum("ij,bjhw->bihw", to_ycc, rgb) + offset[:, None, None]
+    luma_step, chroma_step = _tables(quality.float().to(image.device), tables)
+    luma = _quantise_blocks(ycc[:, 0], luma_step, transform)
     chroma = F.avg_pool2d(ycc[:, 1:], 2)  # 4:2:0
-    chroma = torch.stack([_quantise_blocks(chroma[:, c], chroma_step, dct) for c in (0, 1)], 1)
+    chroma = torch.stack(
+        [_quantise_blocks(chroma[:, c], chroma_step, transform) for c in (0, 1)], 1
+    )
     chroma = F.interpolate(chroma, scale_factor=2, mode="bilinear", align_corners=False)
-    ycc = torch.cat([luma[:, None], chroma], dim=1) - _CHROMA_OFFSET.to(device)[:, None, None]
-    rgb = torch.einsum("ij,bjhw->bihw", torch.linalg.inv(_TO_YCC).to(device), ycc)
+    ycc = torch.cat([luma[:, None], chroma], dim=1) - offset[:, None, None]
+    rgb = torch.einsum("ij,bjhw->bihw", from_ycc, ycc)
     return (rgb[..., :height, :width] / 255).clamp(0.0, 1.0)

@@ -20,21 +20,11 @@ from __future__ import annotations
 import numpy as np
 from torch.utils.data import Dataset
 
-from linefuse.data.charts import draw_chart
+from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.shards import crop_windows
 from linefuse.data.transforms import normalise_pair
-from linefuse.params import BaseParams, ChartParams, Params
-
-
-def base_chart_params(params: Params) -> ChartParams:
-    """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
-    the base's seed, and only the families the default data trains on."""
-    charts = params.data.charts.with_overrides(params.base.chart_overrides)
-    families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
-    return charts.model_copy(
-        update={"seed": params.base.chart_seed, "families": families, "held_out": []}
-    )
+from linefuse.params import BaseParams, Params
 
 
 class ChartPairs(Dataset):

@@ -12,6 +12,8 @@ the input, the model and the sharp chart (evaluate/ocr.py), all of one chart rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +25,43 @@ from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.params import Params
 from linefuse.serve.restorer import Restorer
+from linefuse.stage import ordered_map
 
 
-def scoring_charts(params: Params) -> list[tuple[str, str, np.ndarray, list[ocr.Label]]]:
-    """(chart id, split, sharp image, tick labels) of the default charts the scores use."""
+@dataclass
+class ScoringChart:
+    """A default chart of the score set, sharp and degraded in every domain and level."""
+
+    chart_id: str
+    split: str  # test or held_out
+    sharp: np.ndarray
+    labels: list[ocr.Label]
+    blurred: list[tuple[str, str, np.ndarray]]  # (domain, level, image)
+
+
+def _scoring_chart(params: Params, index: int) -> ScoringChart:
     charts = params.data.charts
-    out = []
-    for index in range(params.base.score_charts):
-        image, _, sidecar = draw_chart(charts, index)
-        split = "held_out" if sidecar["family"] in charts.held_out else "test"
-        labels = [ocr.Label(label["text"], tuple(label["box"])) for label in sidecar["tick_labels"]]
-        out.append((f"chart_{index:05d}", split, image, labels))
-    return out
+    sharp, _, sidecar = draw_chart(charts, index)
+    chart_id = f"chart_{index:05d}"
+    blurred = []
+    for domain in params.degrade.domains:
+        for level in params.degrade.levels:
+            rng = item_rng(params.degrade.seed, chart_id, domain, level)
+            image, _ = degrade(sharp, domain, params.degrade.level(domain, level), rng)
+            blurred.append((domain, level, image))
+    return ScoringChart(
+        chart_id,
+        "held_out" if sidecar["family"] in charts.held_out else "test",
+        sharp,
+        [ocr.Label(label["text"], tuple(label["box"])) for label in sidecar["tick_labels"]],
+        blurred,
+    )
+
+
+def scoring_charts(params: Params, workers: int = 1) -> list[ScoringChart]:
+    """The first base.score_charts default charts, drawn and degraded on `workers` processes."""
+    tasks = list(range(params.base.score_charts))
+    return list(ordered_map(partial(_scoring_chart, params), tasks, workers, "score set", "chart"))
 
 
 def score_base(params: Params, folder: Path, device: str, charts=None) -> dict:
@@ -47,22 +74,18 @@ def score_base(params: Params, folder: Path, device: str, charts=None) -> dict:
     cells: dict[str, dict[tuple[str, str], list[float]]] = {"test": {}, "held_out": {}}
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []
-    for chart_id, split, sharp, labels in charts:
-        restored_sharp = restorer.restore_image(sharp, params.eval.steps)
-        sharp_psnr.append(psnr(restored_sharp, sharp, params.eval.metric))
+    metric = params.eval.metric
+    for chart in charts:
+        restored_sharp = restorer.restore_image(chart.sharp, params.eval.steps)
+        sharp_psnr.append(psnr(restored_sharp, chart.sharp, metric))
         units = []
-        for domain in params.degrade.domains:
-            for level in params.degrade.levels:
-                rng = item_rng(params.degrade.seed, chart_id, domain, level)
-                blurred, _ = degrade(sharp, domain, params.degrade.level(domain, level), rng)
-                restored = restorer.restore_image(blurred, params.eval.steps)
-                gain = psnr(restored, sharp, params.eval.metric) - psnr(
-                    blurred, sharp, params.eval.metric
-                )
-                cells[split].setdefault((domain, level), []).append(gain)
-                units.append((level, blurred, restored))
-        if read and labels:
-            _add_label_errors(errors[split], units, sharp, labels)
+        for domain, level, blurred in chart.blurred:
+            restored = restorer.restore_image(blurred, params.eval.steps)
+            gain = psnr(restored, chart.sharp, metric) - psnr(blurred, chart.sharp, metric)
+            cells[chart.split].setdefault((domain, level), []).append(gain)
+            units.append((level, blurred, restored))
+        if read and chart.labels:
+            _add_label_errors(errors[chart.split], units, chart.sharp, chart.labels)
     report = {split: _split_summary(params, split_cells) for split, split_cells in cells.items()}
     for split, by_level in errors.items():
         if report[split]:

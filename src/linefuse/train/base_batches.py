@@ -3,7 +3,8 @@
 A loader batch of `linefuse.data.bank.BankCrops` holds sharp uint8 crops and what the sidecar
 says of their tick labels. On the device each crop draws its (domain, level) and is degraded by
 `degrade_torch`, from a generator seeded by (optim.seed, step, micro-batch, rank): a resumed or
-re-run step degrades alike, whatever the loader workers did. The labels become what the loss
+re-run step degrades alike, whatever the loader workers did (on one kind of device: a GPU's
+generator draws otherwise than a CPU's). The labels become what the loss
 reads: a pixel weight over their boxes and the (box, text) pairs the label reader's CTC loss
 scores the restoration on.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from linefuse.data.degrade_torch import degrade_batch, draw_units
+from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.params import Params
 
 
@@ -39,6 +40,13 @@ def step_generator(params: Params, step: int, micro: int, rank: int) -> torch.Ge
     return torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
 
 
+def device_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
+    """A generator on `device`, seeded from the CPU `generator`: the per-pixel draws of a
+    degradation are made where the pixels are."""
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def device_pairs(
     params: Params, batch, device: torch.device, generator: torch.Generator
 ) -> tuple[Tensor, Tensor, TextTargets]:
@@ -46,8 +54,8 @@ def device_pairs(
     sharp_uint8, mask, boxes, targets, lengths = (part.to(device) for part in batch)
     sharp = sharp_uint8.float() / 255.0
     base = params.base
-    units = draw_units(len(sharp), params.degrade, base.light, base.light_fraction, generator)
-    blurred = degrade_batch(sharp, units, generator)
+    plan = draw_plan(len(sharp), params.degrade, base.light, base.light_fraction, generator)
+    blurred = degrade_batch(sharp, plan, device_generator(generator, device))
     present = lengths > 0
     sample = present.nonzero()[:, 0].to(boxes.dtype)
     labels = TextTargets(

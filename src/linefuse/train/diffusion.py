@@ -83,9 +83,10 @@ def weighted_loss(
     target: torch.Tensor,
     weights: LossWeights,
     pixel_weights: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Weighted sum of MSE, L1, Charbonnier and the Laplacian term; returns the total and each
-    term for the logs.
+    term for the logs (detached 0-d tensors: reading one waits for the device, so the caller
+    decides when).
 
     With `weights.balance` > 0 each sample counts (mean |target| + BALANCE_FLOOR) ** -balance,
     normalised to a mean of 1 over the batch: a JPEG crop's residual is far smaller than a heavy
@@ -103,7 +104,7 @@ def weighted_loss(
     }
     if weights.laplacian > 0:
         per_pixel["laplacian"] = _laplacian(error).abs()
-    plain = {name: float(value.detach().mean()) for name, value in per_pixel.items()}
+    plain = {name: value.detach().mean() for name, value in per_pixel.items()}
     if pixel_weights is not None:
         per_pixel = {name: value * pixel_weights for name, value in per_pixel.items()}
     per_sample = {name: value.flatten(1).mean(1) for name, value in per_pixel.items()}

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from linefuse.data.charts import base_chart_params
 from linefuse.data.label_patches import label_patches
-from linefuse.data.stream import base_chart_params
 from linefuse.hardware import cpu_model
 from linefuse.params import Params
 from linefuse.train.label_reader import LabelReader, ctc_loss

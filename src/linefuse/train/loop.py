@@ -37,24 +37,19 @@ from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
-from linefuse.paths import fresh_config, unet_config, unet_folder
+from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
 from linefuse.train.base_batches import (
     TextTargets,
     device_pairs,
-    label_pixel_weights,
     step_generator,
 )
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import (
     clean_signal,
     noise_scheduler,
-    noisy_and_target,
-    restored_from,
-    start_noise,
     weighted_loss,
 )
-from linefuse.train.label_reader import LabelReader, ctc_loss
 from linefuse.train.model import (
     ADAPTER_WEIGHTS,
     adapter_start,
@@ -62,11 +57,12 @@ from linefuse.train.model import (
     build_unet,
     count_parameters,
     load_base,
-    predict,
     quantize_frozen,
     save_adapter,
     save_base,
+    zero_prompt,
 )
+from linefuse.train.step import draw_loss, label_reader, step_draw
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
@@ -273,11 +269,6 @@ def null_prompt(params: Params, levels: list[str]) -> torch.Tensor:
     return zero_prompt(params.model.unet)
 
 
-def zero_prompt(unet: str) -> torch.Tensor:
-    """The null prompt of pixel-space training: one token of zeros."""
-    return torch.zeros(1, 1, unet_config(unet)["cross_attention_dim"])
-
-
 def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
     """pretrain's fresh UNet, or the base with a LoRA adapter (from the previous level's)."""
     unet = load_base(paths.BASE_DIR) if job.lora else build_unet(job.unet, channels)
@@ -347,6 +338,7 @@ def train(params: Params, job: Job) -> dict:
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)
             samples = blurred.shape[0] * accelerator.num_processes
+            terms = {name: float(value) for name, value in terms.items()}
             logger.add({"loss": float(loss.detach()), **terms}, samples, waited)
         done = step + 1
         if done % optim.log_every == 0 or done == job.steps:
@@ -542,85 +534,6 @@ def _save_outputs(
             save_base(unwrapped, model_dir, null_prompt(params, job.levels))
         metrics_file.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         shutil.copytree(staging_logs, log_dir, dirs_exist_ok=True)
-
-
-@dataclass
-class StepDraw:
-    """What one micro-batch trains on: the condition, the clean signal, noise and timesteps."""
-
-    condition: torch.Tensor
-    x0: torch.Tensor
-    noise: torch.Tensor
-    timesteps: torch.Tensor
-
-
-def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) -> StepDraw:
-    """Noise, timesteps and identity pairs come from (seed, step, micro-batch, rank): a resumed
-    run draws the same.
-
-    An `optim.start_fraction` of the samples is drawn where the sampler starts (the last
-    timestep, x_t at the prior's mean): what a 1-step restoration sees, and nothing else. The
-    rest draw t from `optim.timestep_range` (diffusers' "range" timestep bias): a few-step
-    sampler from the prior's mean visits only the noisiest. An `optim.identity_fraction` of the
-    samples gets the sharp image as its own condition, so the model learns to leave a sharp
-    input alone.
-    """
-    generator = torch.Generator().manual_seed(
-        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
-    )
-    batch = blurred.shape[0]
-    identity = torch.rand(batch, generator=generator) < params.optim.identity_fraction
-    condition = torch.where(identity.to(blurred.device)[:, None, None, None], sharp, blurred)
-    x0 = clean_signal(condition, sharp, params.model)
-    noise = torch.randn(x0.shape, generator=generator).to(x0.device, x0.dtype)
-    low, high = params.optim.timestep_range
-    timesteps = torch.randint(low, high, (batch,), generator=generator).to(x0.device)
-    start = (torch.rand(batch, generator=generator) < params.optim.start_fraction).to(x0.device)
-    if start.any():
-        timesteps = timesteps.masked_fill(start, params.model.train_timesteps - 1)
-        at_start = start_noise(x0, noise, params.model)
-        noise = torch.where(start[:, None, None, None], at_start, noise)
-    return StepDraw(condition, x0, noise, timesteps)
-
-
-def draw_loss(
-    params: Params,
-    scheduler,
-    model,
-    draw: StepDraw,
-    prompt_embeds,
-    labels: TextTargets | None = None,
-    reader: LabelReader | None = None,
-) -> tuple[torch.Tensor, dict]:
-    """The model's weighted loss on one draw; with `labels`, the tick labels' pixels weigh
-    base.text.label_weight more and, with a `reader`, its CTC loss on the restored labels adds
-    base.text.ctc times itself."""
-    noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
-    prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
-    text = params.base.text
-    weights = None
-    if labels is not None and text.label_weight > 0:
-        weights = label_pixel_weights(labels.mask, text.label_weight)
-    loss, terms = weighted_loss(prediction, target, params.optim.loss, weights)
-    if labels is not None and reader is not None and len(labels.boxes):
-        restored = restored_from(prediction.float(), draw.condition.float(), params.model)
-        ctc = ctc_loss(reader, restored, labels.boxes, labels.targets, labels.lengths)
-        loss = loss + text.ctc * ctc
-        terms["ctc"] = float(ctc.detach())
-    return loss, terms
-
-
-def label_reader(spec: str, device) -> LabelReader:
-    """The frozen label reader base.text.reader names (shipped, or a local folder)."""
-    folder = paths.unet_folder(spec)
-    if not (folder / "config.json").is_file():
-        raise UserError(
-            f"base.text.reader: {spec} is neither a shipped label reader nor a folder with "
-            f"config.json; run `linefuse label-reader` or set base.text.ctc: 0"
-        )
-    reader = LabelReader.from_pretrained(str(folder)).to(device).eval()
-    reader.requires_grad_(False)
-    return reader
 
 
 @torch.no_grad()

@@ -185,6 +185,11 @@ def predict(
     ).sample
 
 
+def zero_prompt(unet: str) -> torch.Tensor:
+    """The null prompt of pixel-space training: one token of zeros."""
+    return torch.zeros(1, 1, unet_config(unet)["cross_attention_dim"])
+
+
 def save_base(unet: UNet2DConditionModel, folder: Path, null_prompt: Tensor) -> None:
     """Write the base model (models/base) as a standard diffusers folder, safetensors only, with
     the empty prompt's embedding the model was trained with, so restoring needs nothing else."""

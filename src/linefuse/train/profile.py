@@ -33,16 +33,15 @@ from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.label_reader import LabelReader
 from linefuse.train.loop import (
     Job,
-    draw_loss,
     make_accelerator,
     make_optimizer,
     make_schedule,
     pretrain_job,
-    step_draw,
     train_job,
     training_data,
     training_model,
 )
+from linefuse.train.step import draw_loss, step_draw
 
 WARMUP_STEPS = 2  # untimed: the first steps pay for allocation and one-off setup
 STEM = "stem/head"  # the rest of the UNet (time embedding, conv_in, conv_out), noising and the loss

@@ -1,0 +1,116 @@
+"""One training step's draw and loss, shared by pretrain, train@LEVEL, the base and its GPU
+windows: what a micro-batch trains on (`step_draw`, from a seeded generator) and the model's
+loss on it (`draw_loss`). The loops that step the optimizer around them are train/loop.py and
+train/window.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linefuse import paths
+from linefuse.hardware import host_to_device
+from linefuse.params import Params
+from linefuse.stage import UserError
+from linefuse.train.base_batches import TextTargets, label_pixel_weights
+from linefuse.train.diffusion import (
+    clean_signal,
+    noisy_and_target,
+    restored_from,
+    start_noise,
+    weighted_loss,
+)
+from linefuse.train.label_reader import LabelReader, ctc_loss
+from linefuse.train.model import predict
+
+
+@dataclass
+class StepDraw:
+    """What one micro-batch trains on: the condition, the clean signal, noise and timesteps."""
+
+    condition: torch.Tensor
+    x0: torch.Tensor
+    noise: torch.Tensor
+    timesteps: torch.Tensor
+
+
+def step_draw(params: Params, blurred, sharp, step: int, micro: int, rank: int) -> StepDraw:
+    """Noise, timesteps and identity pairs come from (seed, step, micro-batch, rank): a resumed
+    run draws the same.
+
+    An `optim.start_fraction` of the samples is drawn where the sampler starts (the last
+    timestep, x_t at the prior's mean): what a 1-step restoration sees, and nothing else. The
+    rest draw t from `optim.timestep_range` (diffusers' "range" timestep bias): a few-step
+    sampler from the prior's mean visits only the noisiest. An `optim.identity_fraction` of the
+    samples gets the sharp image as its own condition, so the model learns to leave a sharp
+    input alone.
+    """
+    generator = torch.Generator().manual_seed(
+        ((params.optim.seed * 1_000_003 + step) * 64 + micro) * 1024 + rank
+    )
+    batch, device = blurred.shape[0], blurred.device
+    identity = torch.rand(batch, generator=generator) < params.optim.identity_fraction
+    condition = torch.where(host_to_device(identity, device)[:, None, None, None], sharp, blurred)
+    x0 = clean_signal(condition, sharp, params.model)
+    noise = _noise(x0, generator)
+    low, high = params.optim.timestep_range
+    timesteps = host_to_device(torch.randint(low, high, (batch,), generator=generator), device)
+    start = torch.rand(batch, generator=generator) < params.optim.start_fraction
+    if start.any():  # a host tensor: no wait for the device
+        timesteps = timesteps.masked_fill(
+            host_to_device(start, device), params.model.train_timesteps - 1
+        )
+        at_start = start_noise(x0, noise, params.model)
+        noise = torch.where(host_to_device(start, device)[:, None, None, None], at_start, noise)
+    return StepDraw(condition, x0, noise, timesteps)
+
+
+def _noise(x0: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Gaussian noise like x0: from the CPU `generator` on a CPU; on a GPU from a generator there,
+    seeded from it (a batch of noise drawn on the host and copied would hold the GPU up)."""
+    if x0.device.type == "cpu":
+        return torch.randn(x0.shape, generator=generator).to(x0.dtype)
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    device_generator = torch.Generator(device=x0.device).manual_seed(seed)
+    return torch.randn(x0.shape, generator=device_generator, device=x0.device, dtype=x0.dtype)
+
+
+def draw_loss(
+    params: Params,
+    scheduler,
+    model,
+    draw: StepDraw,
+    prompt_embeds,
+    labels: TextTargets | None = None,
+    reader: LabelReader | None = None,
+) -> tuple[torch.Tensor, dict]:
+    """The model's weighted loss on one draw; with `labels`, the tick labels' pixels weigh
+    base.text.label_weight more and, with a `reader`, its CTC loss on the restored labels adds
+    base.text.ctc times itself."""
+    noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
+    prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
+    text = params.base.text
+    weights = None
+    if labels is not None and text.label_weight > 0:
+        weights = label_pixel_weights(labels.mask, text.label_weight)
+    loss, terms = weighted_loss(prediction, target, params.optim.loss, weights)
+    if labels is not None and reader is not None and len(labels.boxes):
+        restored = restored_from(prediction.float(), draw.condition.float(), params.model)
+        ctc = ctc_loss(reader, restored, labels.boxes, labels.targets, labels.lengths)
+        loss = loss + text.ctc * ctc
+        terms["ctc"] = ctc.detach()
+    return loss, terms
+
+
+def label_reader(spec: str, device) -> LabelReader:
+    """The frozen label reader base.text.reader names (shipped, or a local folder)."""
+    folder = paths.unet_folder(spec)
+    if not (folder / "config.json").is_file():
+        raise UserError(
+            f"base.text.reader: {spec} is neither a shipped label reader nor a folder with "
+            f"config.json; run `linefuse label-reader` or set base.text.ctc: 0"
+        )
+    reader = LabelReader.from_pretrained(str(folder)).to(device).eval()
+    reader.requires_grad_(False)
+    return reader

@@ -1,0 +1,472 @@
+"""One window of the base's training (`linefuse base-window`, make base-window): a GPU lent for
+minutes at a time trains the shipped base further, and the windows add up.
+
+A window resumes the last one's stable state (weights, AdamW moments, step, pairs seen, the next
+chart to draw), draws new charts on the host's cores while it trains (linefuse.data.
+device_charts: the bank moves on from window to window) and degrades them on the device
+(linefuse.data.degrade_torch). The learning rate follows warmup-stable-decay (MiniCPM; Hägele
+et al. 2024): a warmup in the first window, then constant, so any window can resume where the
+last stopped; the stable state is saved, and a short cool-down from it (1 - sqrt to zero) makes
+the weights the window offers to ship. The first seconds measure the settings that set the
+speed (batch, channels_last, precision, cudnn.benchmark, fused AdamW, torch.compile) on real
+training steps and keep the fastest.
+
+The step never waits for the device: the losses add up there and are read every
+base.window.log_every steps, every draw comes from a generator on the device or from host
+values copied through pinned memory, and the charts join the pool between steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from safetensors.torch import load_file, save_file
+from torch.utils.flop_counter import FlopCounterMode
+
+from linefuse.data.degrade_torch import degrade_batch, draw_plan
+from linefuse.data.device_charts import ChartDrawer, DeviceCharts
+from linefuse.hardware import choose_device, choose_precision
+from linefuse.params import Params
+from linefuse.stage import UserError, atomic_dir
+from linefuse.train.diffusion import noise_scheduler
+from linefuse.train.model import build_unet, save_base, zero_prompt
+from linefuse.train.step import draw_loss, step_draw
+
+log = logging.getLogger("linefuse")
+
+STATE_FILE = "state.safetensors"
+CANDIDATE_DIR = "candidate"
+STEP_LOG = "steps.jsonl"
+# dense bf16 tensor-core peak, FLOP/s, by GPU name (NVIDIA's data sheets, SXM parts)
+BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
+
+
+@dataclass
+class WindowState:
+    """Where the windows stand: the schedule's step, the pairs the stable weights have trained on
+    and the first chart no window has drawn, over every window so far."""
+
+    step: int = 0
+    pairs: int = 0
+    next_chart: int = 0
+    windows: int = 0
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What sets the speed of a step (the tune phase tries each)."""
+
+    batch: int
+    channels_last: bool = True
+    bf16: bool = True
+    cudnn_benchmark: bool = True
+    fused_adamw: bool = True
+    compiled: bool = False
+
+
+def load_state(folder: Path | None) -> tuple[dict | None, WindowState]:
+    """The last window's stable state (tensors, WindowState), or (None, a fresh WindowState)."""
+    path = folder / STATE_FILE if folder else None
+    if path is None or not path.is_file():
+        return None, WindowState()
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as handle:
+        meta = json.loads(handle.metadata()["window_state"])
+    return load_file(str(path)), WindowState(**meta)
+
+
+def save_state(path: Path, model: torch.nn.Module, optimizer, state: WindowState) -> None:
+    """Weights (model.*) and AdamW moments (adam.<i>.exp_avg ...) as safetensors, fp32."""
+    tensors = {f"model.{k}": v.detach().float().cpu() for k, v in model.state_dict().items()}
+    for i, param in enumerate(model.parameters()):
+        for key, value in optimizer.state.get(param, {}).items():
+            tensors[f"adam.{i}.{key}"] = value.detach().float().cpu().reshape(value.shape)
+    meta = {"window_state": json.dumps(asdict(state))}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=meta)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, fused: bool, moments: dict | None):
+    """AdamW (fused or foreach kernels) holding `moments` ({i: {step, exp_avg, exp_avg_sq}})."""
+    params = list(model.parameters())
+    kind = {"fused": True} if fused else {"foreach": True}
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, **kind)
+    for i, param in enumerate(params):
+        if moments and i in moments:
+            step = moments[i]["step"].float().reshape(())
+            optimizer.state[param] = {
+                "step": step.to(param.device) if fused else step.cpu(),
+                "exp_avg": moments[i]["exp_avg"].to(param.device, param.dtype),
+                "exp_avg_sq": moments[i]["exp_avg_sq"].to(param.device, param.dtype),
+            }
+    return optimizer
+
+
+def moments_of(optimizer) -> dict:
+    """An optimizer's AdamW moments by parameter index, for make_optimizer."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    return {i: dict(optimizer.state[p]) for i, p in enumerate(params) if p in optimizer.state}
+
+
+def _moments_from_state(tensors: dict) -> dict:
+    moments: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("adam."):
+            _, index, name = key.split(".", 2)
+            moments.setdefault(int(index), {})[name] = value
+    return moments
+
+
+def wsd_lr(params: Params, step: int) -> float:
+    """The stable phase's learning rate at `step` (counted over every window)."""
+    window = params.base.window
+    return window.lr * min(1.0, (step + 1) / max(1, window.warmup_steps))
+
+
+class Trainer:
+    """The model, its optimizer, the chart pool and the step; `run` trains until told."""
+
+    def __init__(self, params: Params, state_dir: Path | None, workers: int):
+        self.params, window = params, params.base.window
+        tensors, self.state = load_state(state_dir)
+        # the drawing processes fork before the device is touched; one core stays for the steps
+        self.drawer = ChartDrawer(params, self.state.next_chart, max(1, workers - 1))
+        device = choose_device(params.compute.device)
+        self.precision = choose_precision(params.optim.precision, device.value)
+        self.accelerator = Accelerator(cpu=device.value == "cpu")
+        self.device = self.accelerator.device
+        log.info("base-window: device %s (%s)", self.device, device.reason)
+        log.info("base-window: precision %s (%s)", self.precision.value, self.precision.reason)
+        self.model = build_unet(params.base.unet if tensors else window.init, 3)
+        if tensors:
+            weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+            self.model.load_state_dict(weights)
+        self.model = self.accelerator.prepare(self.model)
+        self.forward_model = self.model
+        self.moments = _moments_from_state(tensors) if tensors else None
+        self.optimizer = None  # made by `apply`, with the kernels the setting names
+        self.noise = noise_scheduler(params.model)
+        self.prompts = zero_prompt(params.base.unet).to(self.device)
+        capacity = int(window.pool_gb * 2**30)
+        self.pool = DeviceCharts(params, capacity, self.device)
+        self.pool.add(self.drawer.wait(window.first_charts))
+        self.setting = Setting(window.batch_sizes[0], bf16=self.precision.value == "bf16")
+        self.applied: Setting | None = None
+        self.compile_seconds = 0.0
+        self.log_lines: list[dict] = []
+
+    def apply(self, setting: Setting) -> None:
+        """Puts `setting` in force (the model's layout, the optimizer's kernels, compile)."""
+        before = self.applied
+        layout = torch.channels_last if setting.channels_last else torch.contiguous_format
+        self.model.to(memory_format=layout)
+        if before is None or before.fused_adamw != setting.fused_adamw:
+            moments = moments_of(self.optimizer) if before is not None else self.moments
+            self.optimizer = make_optimizer(self.model, 0.0, setting.fused_adamw, moments)
+        torch.backends.cudnn.benchmark = setting.cudnn_benchmark
+        if setting.compiled and self.forward_model is self.model:
+            self.forward_model = torch.compile(self.model)
+        elif not setting.compiled:
+            self.forward_model = self.model
+        self.setting = self.applied = setting
+
+    def flops_per_pair(self) -> float:
+        """FLOPs of one training pair (forward and backward), counted on a batch of 8."""
+        sharp = torch.rand(8, 3, self.params.base.crop, self.params.base.crop, device=self.device)
+        draw = step_draw(self.params, sharp * 2 - 1, sharp * 2 - 1, 0, 0, 0)
+        with FlopCounterMode(display=False) as counter:
+            prompts = self.prompts.expand(8, -1, -1)
+            loss, _ = draw_loss(self.params, self.noise, self.model, draw, prompts)
+            loss.backward()
+        self.model.zero_grad(set_to_none=True)
+        return counter.get_total_flops() / 8
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def run(
+        self,
+        phase: str,
+        seconds: float | None = None,
+        steps: int | None = None,
+        lr=None,
+        timed=True,
+    ):
+        """Trains for `seconds` of wall time or `steps` steps at `lr(k)` (k: steps of this call;
+        default the stable schedule); returns what the steps did."""
+        params, window = self.params, self.params.base.window
+        batch, model = self.setting.batch, self.forward_model
+        layout = torch.channels_last if self.setting.channels_last else torch.contiguous_format
+        autocast = torch.autocast(self.device.type, torch.bfloat16, enabled=self.setting.bf16)
+        prompts = self.prompts.expand(batch, -1, -1)
+        loss_sum = torch.zeros((), device=self.device)
+        if timed:
+            self._sync()
+        started, done, logged_at = time.perf_counter(), 0, 0
+        while (steps is None or done < steps) and (
+            seconds is None or time.perf_counter() - started < seconds
+        ):
+            step = self.state.step
+            lr_now = lr(done) if lr is not None else wsd_lr(params, step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr_now
+            blurred, sharp = self.pairs(step, batch, layout)
+            with self.accelerator.accumulate(model):
+                draw = step_draw(params, blurred, sharp, step, 0, self.accelerator.process_index)
+                # predict and score in bf16 where chosen; the loss itself is summed in fp32
+                with autocast:
+                    loss, _ = draw_loss(params, self.noise, model, draw, prompts)
+                self.accelerator.backward(loss)
+                if params.optim.clip_grad_norm:
+                    self.accelerator.clip_grad_norm_(
+                        self.model.parameters(), params.optim.clip_grad_norm
+                    )
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+            loss_sum += loss.detach()
+            done += 1
+            self.state.step += 1
+            self.state.pairs += batch
+            if self.state.step % window.log_every == 0:
+                self._log(phase, loss_sum, done - logged_at, lr_now)
+                loss_sum, logged_at = torch.zeros((), device=self.device), done
+            if self.state.step % 10 == 0 and not self.pool.full(2**21):
+                self.pool.add(self.drawer.ready(64))  # the charts drawn since, between steps
+        if timed:
+            self._sync()
+        return {"seconds": time.perf_counter() - started, "steps": done, "pairs": done * batch}
+
+    def pairs(self, step: int, batch: int, layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """(blurred, sharp) in [-1, 1] for `step`: crops of the pool degraded as a plan drawn on
+        the host says, both seeded by (optim.seed, step)."""
+        base = self.params.base
+        host = _step_generator(self.params.optim.seed, "host", step)
+        device_generator = torch.Generator(device=self.device).manual_seed(
+            int(torch.randint(2**62, (1,), generator=host))
+        )
+        sharp = self.pool.crops(batch, device_generator).float() / 255
+        plan = draw_plan(batch, self.params.degrade, base.light, base.light_fraction, host)
+        blurred = degrade_batch(sharp, plan, device_generator)
+        blurred = (blurred * 2 - 1).contiguous(memory_format=layout)
+        return blurred, (sharp * 2 - 1).contiguous(memory_format=layout)
+
+    def data_seconds(self, steps: int = 10) -> float:
+        """Seconds per step that making the pairs takes alone (crops and degradations, on the
+        device they share with the steps): the data's share of a step, measured apart."""
+        self._sync()
+        started = time.perf_counter()
+        for k in range(steps):
+            self.pairs(self.state.step + k, self.setting.batch, torch.contiguous_format)
+        self._sync()
+        return (time.perf_counter() - started) / steps
+
+    def host_syncs(self) -> int | None:
+        """How many times one training step makes the host wait for the GPU (torch's sync debug
+        mode counts them); None off a GPU."""
+        if self.device.type != "cuda":
+            return None
+        import warnings
+
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.run("tune", steps=1, timed=False)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        return sum("synchroniz" in str(w.message) for w in caught)
+
+    def _log(self, phase: str, loss_sum: torch.Tensor, steps: int, lr: float) -> None:
+        """Reads the summed loss (the one wait for the device in `log_every` steps)."""
+        loss = float(loss_sum) / max(steps, 1)
+        if not math.isfinite(loss):
+            raise UserError(
+                f"base-window: loss became {loss} at step {self.state.step}; the stable state "
+                f"of the last window is kept; lower base.window.lr"
+            )
+        line = {
+            "phase": phase,
+            "step": self.state.step,
+            "loss": loss,
+            "lr": lr,
+            "pairs": self.state.pairs,
+            "charts": len(self.pool),
+            "time": time.time(),
+        }
+        self.log_lines.append(line)
+        log.info(
+            "base-window: %s step %d loss %.4f, %d charts",
+            phase,
+            line["step"],
+            loss,
+            len(self.pool),
+        )
+
+    def tune(self) -> list[dict]:
+        """Real training steps under each candidate setting, tune_seconds each after one untimed
+        step; keeps the fastest. Returns the table (pairs/s and peak memory per setting)."""
+        window, table = self.params.base.window, []
+        best = self.setting
+
+        def trial(setting: Setting) -> float:
+            self.apply(setting)
+            warm = time.perf_counter()
+            try:
+                self.run("tune", steps=2 if setting.compiled else 1)
+            except (torch.OutOfMemoryError, Exception) as error:  # noqa: BLE001
+                # a batch too large for the device, or a compiler that fails, costs the trial only
+                if not (setting.compiled or isinstance(error, torch.OutOfMemoryError)):
+                    raise
+                log.warning("base-window: %s failed (%s)", setting, str(error)[:200])
+                table.append({**asdict(setting), "error": str(error)[:300]})
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                self.apply(replace(setting, compiled=False, batch=best.batch))
+                return 0.0
+            warmup_s = time.perf_counter() - warm
+            if setting.compiled:
+                self.compile_seconds = warmup_s
+            if self.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(self.device)
+            done = self.run("tune", seconds=window.tune_seconds)
+            rate = done["pairs"] / done["seconds"]
+            table.append(
+                {
+                    **asdict(setting),
+                    "pairs_per_s": rate,
+                    "warmup_s": warmup_s,
+                    **_peak_mb(self.device),
+                }
+            )
+            log.info("base-window: tune %s: %.0f pairs/s", setting, rate)
+            return rate
+
+        rates = {s: trial(s) for s in (replace(best, batch=b) for b in window.batch_sizes)}
+        best = max(rates, key=rates.get)
+        toggles = ["channels_last", "bf16", "cudnn_benchmark", "fused_adamw"]
+        toggles += ["compiled"] if window.try_compile else []
+        if self.device.type != "cuda":  # bf16 and cudnn are the GPU's; compiling takes minutes
+            toggles = ["channels_last", "fused_adamw"]
+        for name in toggles:
+            if name == "bf16" and not best.bf16:
+                continue
+            other = replace(best, **{name: not getattr(best, name)})
+            rates[other] = trial(other)
+            best = max(rates, key=rates.get)
+        self.apply(best)
+        return table
+
+
+def _step_generator(seed: int, kind: str, step: int) -> torch.Generator:
+    key = json.dumps(["base-window", seed, kind, step]).encode()
+    return torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
+
+
+def _peak_mb(device: torch.device) -> dict:
+    if device.type != "cuda":
+        return {}
+    return {"peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20}
+
+
+def train_window(params: Params, out: Path, state_dir: Path | None, deadline: float, workers: int):
+    """Trains one window until `deadline` (time.time()) less base.window.score_seconds; writes
+    out/state.safetensors (the stable state), out/candidate (the cooled weights) and
+    out/steps.jsonl; returns the window's record (phases, speeds, the tune table, the state)."""
+    window, phases = params.base.window, {}
+    clock = time.perf_counter()
+    trainer = Trainer(params, state_dir, workers)
+    start_state = replace(trainer.state)
+    phases["setup"] = {"seconds": time.perf_counter() - clock}
+    try:
+        flops = trainer.flops_per_pair()
+        clock = time.perf_counter()
+        tune_table = trainer.tune()
+        phases["tune"] = {"seconds": time.perf_counter() - clock}
+        data_s = trainer.data_seconds()
+        syncs = trainer.host_syncs()
+        train_left = deadline - window.score_seconds - time.time()
+        stable_s = max(0.0, train_left * (1 - window.cooldown_fraction))
+        phases["stable"] = trainer.run("stable", seconds=stable_s)
+        stable_state = replace(
+            trainer.state, next_chart=trainer.drawer.next_index, windows=start_state.windows + 1
+        )
+        out.mkdir(parents=True, exist_ok=True)
+        save_state(out / STATE_FILE, trainer.model, trainer.optimizer, stable_state)
+        cool_s = max(0.0, deadline - window.score_seconds - time.time())
+        rate = max(phases["stable"]["steps"], 1) / max(phases["stable"]["seconds"], 1e-9)
+        cool_steps = max(1, int(cool_s * rate))
+        peak = wsd_lr(params, stable_state.step)
+        decay = lambda k: peak * (1 - math.sqrt(min(k, cool_steps) / cool_steps))  # noqa: E731
+        phases["cooldown"] = trainer.run("cooldown", steps=cool_steps, lr=decay)
+    finally:
+        trainer.drawer.close()
+    with atomic_dir(out / CANDIDATE_DIR) as folder:
+        save_base(trainer.model, folder, zero_prompt(params.base.unet))
+    with open(out / STEP_LOG, "w") as handle:
+        handle.writelines(json.dumps(line) + "\n" for line in trainer.log_lines)
+    for phase in ("stable", "cooldown"):
+        phases[phase]["pairs_per_s"] = phases[phase]["pairs"] / max(phases[phase]["seconds"], 1e-9)
+    return {
+        "device": str(trainer.device),
+        "gpu": torch.cuda.get_device_name(trainer.device)
+        if trainer.device.type == "cuda"
+        else None,
+        "precision_reason": trainer.precision.reason,
+        "setting": asdict(trainer.setting),
+        "tune": tune_table,
+        "compile_seconds": trainer.compile_seconds,
+        "phases": phases,
+        "flops_per_pair": flops,
+        "data_seconds_per_step": data_s,
+        "host_syncs_per_step": syncs,
+        "peak_flops": _peak_flops(trainer.device),
+        "charts_drawn": stable_state.next_chart - start_state.next_chart,
+        "charts_in_pool": len(trainer.pool),
+        "start_state": asdict(start_state),
+        "stable_state": asdict(stable_state),
+        "candidate_pairs": stable_state.pairs + phases["cooldown"]["pairs"],
+        **_peak_mb(trainer.device),
+    }
+
+
+def _peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in BF16_PEAK.items() if key in name), None)
+
+
+def summarise(record: dict) -> dict:
+    """The window's headline: training pairs/s (stable phase), the share of its wall time spent
+    in training steps (tune trials, stable, cool-down), the data's share of a step, and the
+    FLOP rate against the GPU's bf16 peak."""
+    phases, wall = record["phases"], record["wall_seconds"]
+    tuned = [row for row in record["tune"] if "seconds" in row]
+    step_seconds = sum(row["seconds"] for row in tuned)
+    step_seconds += phases["stable"]["seconds"] + phases["cooldown"]["seconds"]
+    pairs = sum(row["pairs"] for row in tuned)
+    pairs += phases["stable"]["pairs"] + phases["cooldown"]["pairs"]
+    rate = phases["stable"]["pairs_per_s"]
+    step_time = record["setting"]["batch"] / max(rate, 1e-9)
+    flops = rate * record["flops_per_pair"]
+    peak = record["peak_flops"]
+    return {
+        "pairs_per_s": rate,
+        "pairs": pairs,
+        "step_seconds": step_seconds,
+        "step_share": step_seconds / wall,
+        "data_share_of_step": record["data_seconds_per_step"] / step_time,
+        "host_data_wait_seconds": phases["setup"]["seconds"],
+        "tflops": flops / 1e12,
+        "peak_fraction": flops / peak if peak else None,
+    }

@@ -1,0 +1,131 @@
+"""`linefuse base-window`, the command a lent GPU runs, end to end on the CPU with tiny settings:
+two windows in a row, the second resuming the first's stable state."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from diffusers import UNet2DConditionModel
+from safetensors import safe_open
+
+from linefuse import paths
+from linefuse.evaluate.base_window import verdict
+from linefuse.train.window import load_state, summarise
+
+from conftest import ROOT, run_cli, tiny_params, write_params
+
+SHIPPED = ROOT / "src/linefuse/zoo/chart-base"
+
+
+def window_params() -> dict:
+    params = tiny_params()
+    params["base"].update(score_charts=2, crop=48)
+    params["base"]["window"].update(
+        batch_sizes=[4, 8],
+        tune_seconds=0.3,
+        first_charts=3,
+        pool_gb=0.01,
+        score_seconds=12,
+        log_every=4,
+        warmup_steps=5,
+        try_compile=False,
+    )
+    return params
+
+
+@pytest.fixture(scope="module")
+def two_windows(tmp_path_factory):
+    project = tmp_path_factory.mktemp("window")
+    zoo = project / "zoo"
+    shutil.copytree(SHIPPED, zoo / SHIPPED.name)
+    write_params(project, window_params())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paths, "ZOO_DIR", zoo)
+        for name, state in (("first", "none"), ("second", "first")):
+            argv = ["base-window", "--minutes", "0.5", "--out", name, "--state", state]
+            assert run_cli(project, *argv, "--workers", "2") == 0
+    return project
+
+
+@pytest.mark.slow
+def test_a_window_writes_its_weights_state_and_record(two_windows):
+    out = two_windows / "first"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "candidate",
+        "record.json",
+        "state.safetensors",
+        "steps.jsonl",
+    ]
+    unet = UNet2DConditionModel.from_pretrained(out / "candidate")
+    assert unet.config.in_channels == 6
+    assert (out / "state.safetensors").stat().st_size < 32 * 2**20
+    record = json.loads((out / "record.json").read_text())
+    summary = record["summary"]
+    assert summary["pairs"] > 0 and summary["pairs_per_s"] > 0
+    assert 0 < summary["step_share"] < 1
+    assert record["flops_per_pair"] > 1e6  # a UNet's forward and backward, not a stub
+    assert {"setup", "tune", "stable", "cooldown", "score"} <= set(record["phases"])
+    tried = {(row["batch"], row["channels_last"], row["fused_adamw"]) for row in record["tune"]}
+    assert {4, 8} <= {batch for batch, _, _ in tried} and len(tried) >= 3
+    scores = record["scores"]
+    assert (
+        scores["candidate"]["test"]["samples"] + scores["candidate"]["held_out"].get("samples", 0)
+        == 2 * 15
+    )
+    assert set(scores["verdict"]) >= {"test_beaten", "sharp_kept", "ships"}
+    steps = [json.loads(line) for line in (out / "steps.jsonl").open()]
+    assert {line["phase"] for line in steps} >= {"stable"}
+    assert all(line["step"] % 4 == 0 for line in steps)
+
+
+@pytest.mark.slow
+def test_the_second_window_resumes_the_first_and_the_bank_moves_on(two_windows):
+    first = json.loads((two_windows / "first/record.json").read_text())
+    second = json.loads((two_windows / "second/record.json").read_text())
+    assert first["start_state"] == {"step": 0, "pairs": 0, "next_chart": 0, "windows": 0}
+    assert second["start_state"] == first["stable_state"]
+    assert second["stable_state"]["step"] > first["stable_state"]["step"]
+    assert second["stable_state"]["pairs"] > first["stable_state"]["pairs"]
+    assert second["stable_state"]["next_chart"] > first["stable_state"]["next_chart"] > 0
+    assert second["stable_state"]["windows"] == 2
+    tensors, state = load_state(two_windows / "second")
+    assert state.step == second["stable_state"]["step"]
+    assert any(key.startswith("adam.") and key.endswith("exp_avg_sq") for key in tensors)
+    with safe_open(str(two_windows / "first/state.safetensors"), "pt") as handle:
+        first_weights = handle.get_tensor("model.conv_out.weight")
+    assert not torch.equal(first_weights, tensors["model.conv_out.weight"])  # it trained on
+
+
+def test_the_ship_rule_holds_both_splits_interval_included_and_the_sharp_floor():
+    good = {"low": 5.0, "mean": 5.2}
+    shipped = {"test": {"mean": 4.7}, "held_out": {"mean": 3.2}, "sharp": {"worst": 59}}
+    candidate = {"test": good, "held_out": good, "sharp": {"worst": 50.0}}
+    assert verdict(candidate, shipped)["ships"]
+    assert not verdict({**candidate, "sharp": {"worst": 44.0}}, shipped)["ships"]
+    held_close = {**candidate, "held_out": {"low": 3.1, "mean": 3.6}}
+    assert not verdict(held_close, shipped)["ships"]  # the interval reaches the shipped mean
+    assert not verdict({**candidate, "test": {"low": None, "mean": 9.0}}, shipped)["ships"]
+
+
+def test_the_summary_counts_only_training_steps_as_step_time():
+    record = {
+        "phases": {
+            "setup": {"seconds": 5.0},
+            "stable": {"seconds": 60.0, "pairs": 6000, "pairs_per_s": 100.0},
+            "cooldown": {"seconds": 15.0, "pairs": 1500},
+        },
+        "tune": [{"seconds": 5.0, "pairs": 400}, {"error": "out of memory"}],
+        "wall_seconds": 100.0,
+        "setting": {"batch": 10},
+        "flops_per_pair": 1e9,
+        "peak_flops": 1e12,
+        "data_seconds_per_step": 0.01,
+    }
+    summary = summarise(record)
+    assert summary["step_share"] == pytest.approx(0.8)
+    assert summary["pairs"] == 7900
+    assert summary["data_share_of_step"] == pytest.approx(0.1)
+    assert summary["peak_fraction"] == pytest.approx(0.1)
