@@ -338,8 +338,7 @@ def train(params: Params, job: Job) -> dict:
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)
             samples = blurred.shape[0] * accelerator.num_processes
-            terms = {name: float(value) for name, value in terms.items()}
-            logger.add({"loss": float(loss.detach()), **terms}, samples, waited)
+            logger.add({k: float(v) for k, v in {"loss": loss, **terms}.items()}, samples, waited)
         done = step + 1
         if done % optim.log_every == 0 or done == job.steps:
             hits = {"cache_hit_rate": stream.cache_hit_rate()} if params.loader.cache_gb else None

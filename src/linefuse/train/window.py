@@ -104,8 +104,9 @@ def make_optimizer(model: torch.nn.Module, lr: float, fused: bool, moments: dict
             step = moments[i]["step"].float().reshape(())
             optimizer.state[param] = {
                 "step": step.to(param.device) if fused else step.cpu(),
-                "exp_avg": moments[i]["exp_avg"].to(param.device, param.dtype),
-                "exp_avg_sq": moments[i]["exp_avg_sq"].to(param.device, param.dtype),
+                # in the parameter's own layout (channels_last or not): fused kernels need it
+                "exp_avg": torch.empty_like(param).copy_(moments[i]["exp_avg"]),
+                "exp_avg_sq": torch.empty_like(param).copy_(moments[i]["exp_avg_sq"]),
             }
     return optimizer
 
@@ -168,7 +169,11 @@ class Trainer:
         before = self.applied
         layout = torch.channels_last if setting.channels_last else torch.contiguous_format
         self.model.to(memory_format=layout)
-        if before is None or before.fused_adamw != setting.fused_adamw:
+        if (
+            before is None
+            or before.fused_adamw != setting.fused_adamw
+            or (before.channels_last != setting.channels_last)
+        ):
             moments = moments_of(self.optimizer) if before is not None else self.moments
             self.optimizer = make_optimizer(self.model, 0.0, setting.fused_adamw, moments)
         torch.backends.cudnn.benchmark = setting.cudnn_benchmark
@@ -322,6 +327,10 @@ class Trainer:
             warm = time.perf_counter()
             try:
                 self.run("tune", steps=2 if setting.compiled else 1)
+                warmup_s = time.perf_counter() - warm
+                if self.device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(self.device)
+                done = self.run("tune", seconds=window.tune_seconds)
             except (torch.OutOfMemoryError, Exception) as error:  # noqa: BLE001
                 # a batch too large for the device, or a compiler that fails, costs the trial only
                 if not (setting.compiled or isinstance(error, torch.OutOfMemoryError)):
@@ -333,17 +342,15 @@ class Trainer:
                     torch.cuda.empty_cache()
                 self.apply(replace(setting, compiled=False, batch=best.batch))
                 return 0.0
-            warmup_s = time.perf_counter() - warm
             if setting.compiled:
                 self.compile_seconds = warmup_s
-            if self.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(self.device)
-            done = self.run("tune", seconds=window.tune_seconds)
             rate = done["pairs"] / done["seconds"]
             table.append(
                 {
                     **asdict(setting),
                     "pairs_per_s": rate,
+                    "seconds": done["seconds"],
+                    "pairs": done["pairs"],
                     "warmup_s": warmup_s,
                     **_peak_mb(self.device),
                 }
