@@ -34,6 +34,7 @@ import yaml
 from linefuse import paths
 from linefuse.cli import main
 from linefuse.data.readers import LmdbPairs
+from linefuse.evaluate.base_window import DRAWN_UNLIKE
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, machine_summary
@@ -43,14 +44,7 @@ from linefuse.serve.restorer import Restorer
 REPO = Path(__file__).resolve().parents[1]
 SETS = {
     "held_out": {"families": {"magazine": ["Solarize_Light2", "fivethirtyeight"]}, "held_out": []},
-    "drawn": {
-        "line_width_pt": [3.8, 5.0],
-        "font_pt": [15.0, 18.0],
-        "width_in": [2.2, 2.6],
-        "height_in": [1.7, 2.0],
-        "dpi": [230, 300],
-        "multi_panel_prob": 0.6,
-    },
+    "drawn": DRAWN_UNLIKE,
 }
 # train.lora.blocks: the default high-resolution decoder, or every block ([])
 BLOCKS = {"decoder": None, "all": []}

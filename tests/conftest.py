@@ -34,7 +34,7 @@ LEVELS = ("easy", "medium", "hard")
 # (Tesseract, a fresh interpreter) or on whole charts, carries @pytest.mark.slow
 # (tests/codebase/test_suite_layout.py checks that fixtures calling run_cli build on one of these
 # or are listed here).
-PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds"})
+PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds", "two_windows"})
 
 
 def pytest_configure(config) -> None:

@@ -141,6 +141,13 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
     )
 
 
+def run_base_land(params: Params, args: argparse.Namespace) -> None:
+    from linefuse.evaluate.base_window import land_window
+
+    with stage("base-land") as written:
+        written += land_window(params, Path(args.window), args.workers)
+
+
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.label_reader_card import score_reader, write_scores_and_card
     from linefuse.train.label_reader_training import train_label_reader
@@ -297,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_stages(commands)
     _add_training_stages(commands)
     _add_base_window(commands)
+    _add_base_land(commands)
     _add_profile(commands)
     _add_evaluation_stages(commands)
     _add_restore(commands)
@@ -370,6 +378,17 @@ def _add_base_window(commands) -> None:
         default=None,
         help="when the window began (seconds since the epoch), if before this command",
     )
+
+
+def _add_base_land(commands) -> None:
+    _add_stage(
+        commands,
+        "base-land",
+        run_base_land,
+        "score a base window's weights here, ship them if better, and keep its state and "
+        f"ledger row in {paths.BASE_WINDOWS_DIR}",
+        workers=True,
+    ).add_argument("window", help="the folder make base-window wrote (its OUT)")
 
 
 def _add_training_stages(commands) -> None:

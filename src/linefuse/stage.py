@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,22 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+# For tests: "STAGE:N" makes the stage named STAGE stop itself (SIGSTOP) once N units of its work
+# are done, after logging that it paused, so a test can kill it at a known point of its work
+# whatever the machine's speed. Unset, work_done only counts.
+PAUSE_ENV = "LINEFUSE_PAUSE_AT"
+_work = {"stage": "", "done": 0}
+
+
+def work_done() -> None:
+    """One unit of the running stage's work is done: a chart drawn, a file indexed, an image
+    sharded, a batch embedded, a training step taken. The count closes the stage's log line."""
+    _work["done"] += 1
+    if os.environ.get(PAUSE_ENV) == f"{_work['stage']}:{_work['done']}":
+        log.info("%s: paused after %d work units", _work["stage"], _work["done"])
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def ordered_map(function: Callable, tasks: list, workers: int, desc: str, unit: str) -> Iterator:
     """`function` over `tasks` in order, with a progress bar; forked workers when workers > 1.
 
@@ -45,10 +62,12 @@ def ordered_map(function: Callable, tasks: list, workers: int, desc: str, unit: 
                 for result in pool.imap(function, tasks, chunksize=1):
                     bar.update()
                     yield result
+                    work_done()  # the caller has used the result
         else:
             for task in tasks:
                 yield function(task)
                 bar.update()
+                work_done()
 
 
 def _clear_stale_temporaries(final: Path) -> None:
@@ -133,6 +152,7 @@ def stage(name: str) -> Iterator[list[Path]]:
     """
     report = log.info if os.environ.get("RANK", "0") == "0" else log.debug
     started = time.perf_counter()
+    _work.update(stage=name, done=0)
     written: list[Path] = []
     report("%s: started", name)
     try:
@@ -146,4 +166,5 @@ def stage(name: str) -> Iterator[list[Path]]:
         raise
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{p} ({_human(size_of(p))})" for p in written)
-    report("%s: wrote %s in %.1fs", name, parts or "nothing", elapsed)
+    units = f"; {_work['done']} work units" if _work["done"] else ""
+    report("%s: wrote %s in %.1fs%s", name, parts or "nothing", elapsed, units)

@@ -1,13 +1,12 @@
-"""Kill anywhere: SIGKILL a stage at a seeded random moment of its run, rerun, and get the
-same bytes.
+"""Kill mid-stage: SIGKILL a stage at a seeded point of its work, rerun, and get the same bytes.
 
 Each trial copies a project built from scratch (the engines' session build), deletes one
-stage's outputs, starts the engine on that stage in its own process group, and once the stage
-logs that it started (past the engine's start and the stage's imports), SIGKILLs the group after
-a seeded fraction of the stage's time in the uninterrupted build. A stage that takes a fraction
-of a second may have written its outputs by then, and the kill lands in the engine's own
-bookkeeping (DVC hashing the outputs and writing dvc.lock). Then every output of the stage must
-be absent or complete (never half-written at its final path), and the engine's documented
+stage's outputs and starts the engine on that stage in its own process group, with
+LINEFUSE_PAUSE_AT naming the stage and a seeded count of its work units (charts, files, images,
+batches, training steps; the uninterrupted build's log says how many it did). The stage stops
+itself there and says so; the test SIGKILLs the group. So every kill lands mid-stage, at the
+same point of the work on any machine, however fast or loaded. Then every output of the stage
+must be absent or complete (never half-written at its final path), and the engine's documented
 recovery and a rerun must rebuild it byte-identical to the uninterrupted build -- training
 resumes from its checkpoint -- with the same dvc.lock hashes. Every kind of stage is killed
 under each engine, the level of a stage over levels drawn by the seed.
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from linefuse.stage import PAUSE_ENV
 
 from conftest import LEVELS, copy_project, file_digests
 from test_engines import ENV, SNAKEMAKE, dvc_declarations, run
@@ -113,47 +114,45 @@ def _broken_dvc_files(project: Path) -> list[Path]:
     return broken
 
 
-def _kill_once_started(
-    command: list[str], project: Path, output: Path, stage_log: Path, stage: str, delay: float
-) -> tuple[bool, bool]:
-    """Runs command in its own process group, its output to `output`; once the stage logs in
-    `stage_log` that it started, SIGKILLs the group `delay` seconds later. Returns whether the
-    engine was still running then (a real interruption, not a kill after the end) and whether
-    the stage had written its outputs by then."""
+def _kill_when_paused(
+    command: list[str], project: Path, output: Path, stage_log: Path, stage: str, units: int
+) -> None:
+    """Runs command in its own process group, its output to `output`, the stage set to stop
+    itself after `units` work units; once the stage logs in `stage_log` that it paused,
+    SIGKILLs the group."""
     stage_log.unlink(missing_ok=True)  # the uninterrupted build's lines, in a copied project
     with output.open("w") as sink:
         process = subprocess.Popen(
             command,
             cwd=project,
-            env=ENV,
+            env={**ENV, PAUSE_ENV: f"{stage}:{units}"},
             stdout=sink,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    started = f"linefuse {stage}: started"
-    while not (stage_log.is_file() and started in stage_log.read_text()):
-        assert process.poll() is None, f"{stage} ended before it started: {output.read_text()}"
+    paused = f"linefuse {stage}: paused after {units} work units"
+    while not (stage_log.is_file() and paused in stage_log.read_text()):
+        assert process.poll() is None, f"{stage} ended before it paused: {output.read_text()}"
         time.sleep(0.02)
-    time.sleep(delay)
-    was_running = process.poll() is None
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    return was_running, f"linefuse {stage}: wrote" in stage_log.read_text()
+    assert f"linefuse {stage}: wrote" not in stage_log.read_text()
 
 
-def _trials(built: Path, engine: str) -> list[tuple[str, float]]:
-    """(stage, seconds after it starts to kill it), one per kind of stage, seeded: the level of a
-    stage over levels, and a uniform fraction of the stage's own time in the uninterrupted build
-    (from its log). The longest first, so that each half (below) gets one of the long ones."""
+def _trials(built: Path, engine: str) -> list[tuple[str, int]]:
+    """(stage, work units after which it is killed), one per kind of stage, seeded: the level of
+    a stage over levels, and a count short of the units the stage did in the uninterrupted build
+    (its log's last line says how many)."""
     log = (built.parent / f"{engine}.log").read_text()
-    seconds = {
-        name: float(took)
-        for name, took in re.findall(r"linefuse (\S+): wrote .* in ([\d.]+)s", log)
+    units = {
+        name: int(count)
+        for name, count in re.findall(r"linefuse (\S+): wrote .*; (\d+) work units", log)
     }
     rng = random.Random(f"{SEED}-{engine}")
     stages = [f"{kind}@{rng.choice(LEVELS)}" if kind in OVER_LEVELS else kind for kind in STAGES]
-    trials = [(stage, rng.uniform(0.2, 0.95) * seconds[stage]) for stage in stages]
-    return sorted(trials, key=lambda trial: -seconds[trial[0]])
+    for stage in stages:
+        assert units.get(stage, 0) >= 2, f"{stage} did {units.get(stage)} work units: no middle"
+    return [(stage, rng.randint(1, units[stage] - 1)) for stage in stages]
 
 
 def _remove(project: Path, outs: list[str]) -> None:
@@ -179,9 +178,9 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine, 
         address.split(":")[-1]: stage
         for address, stage in dvc_declarations(engine_builds[0]).items()
     }
-    interrupted = mid_stage = emptied_locks = 0
+    emptied_locks = 0
     trials = list(enumerate(_trials(built, engine)))[half::2]
-    for number, (stage, delay) in trials:
+    for number, (stage, units) in trials:
         project = copy_project(built, tmp_path / f"trial{number}")
         outs = declarations[stage]["outs"]
         expected = {out: _digest(built, out) for out in outs}
@@ -195,15 +194,10 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine, 
             command = [*SNAKEMAKE, outs[0]]
             stage_log = project / _job_log(stage)  # Snakemake sends them to the job's log:
         _remove(project, outs)
-        was_running, wrote = _kill_once_started(command, project, output, stage_log, stage, delay)
-        interrupted += was_running
-        mid_stage += was_running and not wrote
-        print(
-            f"{engine} trial {number}: {stage} killed {delay:.2f}s after it started "
-            f"({'mid-stage' if not wrote else 'after it wrote' if was_running else 'too late'})"
-        )
+        _kill_when_paused(command, project, output, stage_log, stage, units)
+        print(f"{engine} trial {number}: {stage} killed after {units} work units")
         for out in outs:  # absent, or complete and right: never half-written
-            assert _digest(project, out) in (None, expected[out]), (stage, delay, out)
+            assert _digest(project, out) in (None, expected[out]), (stage, units, out)
 
         if engine == "dvc":
             # DVC rewrites dvc.lock and .dvc/tmp/rwlock in place: a kill inside either write
@@ -217,14 +211,8 @@ def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine, 
         else:  # Snakemake's recovery after a kill: drop its lock, redo what it marked incomplete
             run(project, *SNAKEMAKE, "--unlock", outs[0])
             run(project, *command[:-1], "--rerun-incomplete", outs[0])
-        assert {out: _digest(project, out) for out in outs} == expected, (stage, delay)
+        assert {out: _digest(project, out) for out in outs} == expected, (stage, units)
         if engine == "dvc":
             assert _lock_outs(project, stage) == _lock_outs(built, stage), stage
         shutil.rmtree(project)
-    print(
-        f"{engine}: {interrupted} of {len(trials)} kills interrupted the run, {mid_stage} before "
-        f"the stage wrote its outputs; {emptied_locks} left dvc.lock or .dvc/tmp/rwlock empty or "
-        "cut short"
-    )
-    # the seeded delays must actually interrupt stages, or the test proves little
-    assert interrupted >= len(trials) // 2 and mid_stage >= 1, (interrupted, mid_stage)
+    print(f"{engine}: {emptied_locks} kills left dvc.lock or .dvc/tmp/rwlock empty or cut short")

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from linefuse.serve.app import STEP_DELAY_ENV
+
 from conftest import tiny_params, write_params
 
 BIN = Path(sys.executable).parent
@@ -39,6 +41,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+# every sampler step of the test servers lasts at least this long, so that a 10-step restore
+# outlasts what a test does meanwhile on any machine (linefuse.serve.app.STEP_DELAY_ENV)
+STEP_DELAY_S = 0.4
+
+
 def _serve(project, **serve_settings):
     """`linefuse serve` on a free port in `project` (models/ and params.yaml only), until the
     generator is closed."""
@@ -49,7 +56,7 @@ def _serve(project, **serve_settings):
     process = subprocess.Popen(
         ["linefuse", "serve", "--port", str(port)],
         cwd=project,
-        env=ENV,
+        env={**ENV, STEP_DELAY_ENV: str(STEP_DELAY_S)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -151,10 +158,10 @@ def test_the_batch_endpoint_returns_a_zip_of_each_image_restored(server):
 
 
 def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
-    """A 240 x 300 upload (nine tiles, ten steps) keeps the one worker busy for seconds: /health
-    still answers, every probe returning before the restore ends (so it never waits behind it),
-    and with serve.max_queue 1 a second restore is refused at once with 503 and Retry-After; the
-    first still completes."""
+    """A 240 x 300 upload at ten steps keeps the one worker busy for at least 10 x STEP_DELAY_S:
+    /health still answers, every probe returning before the restore ends (so it never waits
+    behind it), and with serve.max_queue 1 a second restore is refused at once with 503 and
+    Retry-After; the first still completes."""
     ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
     image = np.broadcast_to(ramp, (240, 300, 3)).astype(np.uint8)
     results = {}
@@ -169,7 +176,7 @@ def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
 
     worker = threading.Thread(target=slow)
     worker.start()
-    time.sleep(1.0)  # the upload is in and the restore has started
+    _wait_for(server, in_flight=1)  # the upload is in and the restore has started
     refused = httpx.post(
         f"{server}/restore",
         params={"steps": 1},
@@ -192,6 +199,15 @@ def test_health_answers_while_a_restore_runs_and_a_full_queue_gets_503(server):
     assert Image.open(io.BytesIO(results["slow"].content)).size == (300, 240)
 
 
+def _wait_for(url: str, in_flight: int) -> None:
+    """Until /health counts `in_flight` restorations admitted (a minute at most)."""
+    for _ in range(600):
+        if httpx.get(f"{url}/health", timeout=5).json()["in_flight"] == in_flight:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"/health never counted {in_flight} restorations in flight")
+
+
 def _long_upload() -> dict:
     """330 x 300 px: twelve tiles at ten steps, a restore that outlasts the client's wait."""
     ramp = np.linspace(0, 255, 300, dtype=np.float64)[None, :, None]
@@ -200,27 +216,23 @@ def _long_upload() -> dict:
 
 
 def _freed(url: str, within_s: float) -> float:
-    """Seconds until a small restore is admitted again (the one queue slot is free)."""
+    """Seconds until the one queue slot is free again (/health counts nothing in flight)."""
     started = time.perf_counter()
-    small = {"file": ("s.png", _png(np.full((16, 16, 3), 200, np.uint8)), "image/png")}
     while time.perf_counter() - started < within_s:
-        if (
-            httpx.post(f"{url}/restore", params={"steps": 1}, files=small, timeout=30).status_code
-            == 200
-        ):
+        if httpx.get(f"{url}/health", timeout=5).json()["in_flight"] == 0:
             return time.perf_counter() - started
-        time.sleep(0.1)
+        time.sleep(0.05)
     raise AssertionError(f"the queue slot was still taken after {within_s} s")
 
 
 def test_a_client_that_gives_up_has_its_work_dropped(server):
-    """The client waits 1 s for a restore that takes several: the server notices it has gone,
-    stops the work before its next sampler step and frees the one queue slot, well before the
-    whole restore would have ended."""
+    """The client waits 1 s for a restore that takes at least 10 x STEP_DELAY_S: the server
+    notices it has gone, stops the work before its next sampler step and frees the one queue
+    slot, well before the whole restore would have ended."""
     before = httpx.get(f"{server}/health").json()["dropped"]["client_gone"]
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=1.0)
-    freed_s = _freed(server, within_s=3.0)
+    freed_s = _freed(server, within_s=10 * STEP_DELAY_S)
     assert httpx.get(f"{server}/health").json()["dropped"]["client_gone"] == before + 1
     started = time.perf_counter()
     whole = httpx.post(f"{server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120)
@@ -233,7 +245,7 @@ def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server
         f"{strict_server}/restore", params={"steps": 10}, files=_long_upload(), timeout=120
     )
     assert answer.status_code == 504 and "serve.timeout_s (1 s)" in answer.json()["detail"]
-    _freed(strict_server, within_s=3.0)
+    _freed(strict_server, within_s=10 * STEP_DELAY_S)
     assert httpx.get(f"{strict_server}/health").json()["dropped"] == {
         "client_gone": 0,
         "timeout": 1,

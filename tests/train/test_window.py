@@ -50,7 +50,6 @@ def two_windows(tmp_path_factory):
     return project
 
 
-@pytest.mark.slow
 def test_a_window_writes_its_weights_state_and_record(two_windows):
     out = two_windows / "first"
     assert sorted(p.name for p in out.iterdir()) == [
@@ -81,12 +80,21 @@ def test_a_window_writes_its_weights_state_and_record(two_windows):
     assert all(line["step"] % 4 == 0 for line in steps)
 
 
-@pytest.mark.slow
 def test_the_second_window_resumes_the_first_and_the_bank_moves_on(two_windows):
     first = json.loads((two_windows / "first/record.json").read_text())
     second = json.loads((two_windows / "second/record.json").read_text())
-    assert first["start_state"] == {"step": 0, "pairs": 0, "next_chart": 0, "windows": 0}
+    assert first["start_state"] == {
+        "step": 0,
+        "pairs": 0,
+        "next_chart": 0,
+        "windows": 0,
+        "tuned": {},
+    }
     assert second["start_state"] == first["stable_state"]
+    # the setting the first window measured on this CPU is the second's, without trials
+    (measured,) = first["stable_state"]["tuned"].values()
+    assert len(first["tune"]) >= 3 and len(second["tune"]) == 1
+    assert {k: second["tune"][0][k] for k in measured} == measured
     assert second["stable_state"]["step"] > first["stable_state"]["step"]
     assert second["stable_state"]["pairs"] > first["stable_state"]["pairs"]
     assert second["stable_state"]["next_chart"] > first["stable_state"]["next_chart"] > 0

@@ -8,33 +8,130 @@ the shipped base's mean) and a sharp chart still comes back at SHARP_FLOOR_DB or
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import time
 from pathlib import Path
 
 from linefuse import paths
 from linefuse.evaluate.base_scores import score_base, scoring_charts
+from linefuse.evaluate.model_card import SCORES, write_window_card
+from linefuse.hardware import choose_device
 from linefuse.params import Params
+from linefuse.stage import UserError, atomic_dir, write_json
+from linefuse.train.window import CANDIDATE_DIR, STATE_FILE
 
 SHARP_FLOOR_DB = 45.0  # a sharp chart through the model, worst of the score set
+# data.charts drawn unlike the default data and outside the base's own ranges (thick lines, large
+# print, small figures at a high dpi, mostly several panels): a new base must not lose there
+DRAWN_UNLIKE = {
+    "line_width_pt": [3.8, 5.0],
+    "font_pt": [15.0, 18.0],
+    "width_in": [2.2, 2.6],
+    "height_in": [1.7, 2.0],
+    "dpi": [230, 300],
+    "multi_panel_prob": 0.6,
+}
+DRAWN_CHARTS = 16  # charts of the drawn set scored
+
+
+def drawn_params(params: Params) -> Params:
+    """params whose default charts are the drawn set's (scoring_charts draws them)."""
+    charts = params.data.charts.model_copy(update=DRAWN_UNLIKE)
+    base = params.base.model_copy(update={"score_charts": DRAWN_CHARTS})
+    return params.model_copy(
+        update={"data": params.data.model_copy(update={"charts": charts}), "base": base}
+    )
 
 
 def score_window(params: Params, candidate: Path, device: str, workers: int) -> dict:
-    """{candidate, shipped: score_base's report, verdict: {...}} on one draw of the score set."""
+    """{candidate, shipped: score_base's report; drawn: both on the drawn set; verdict} on one
+    draw of each chart set."""
+    shipped = paths.zoo_model(params.base.name)
     charts = scoring_charts(params, workers)
     scores = {
-        "candidate": score_base(params, candidate, device, charts),
-        "shipped": score_base(params, paths.zoo_model(params.base.name), device, charts),
+        name: score_base(params, folder, device, charts)
+        for name, folder in (("candidate", candidate), ("shipped", shipped))
     }
-    scores["verdict"] = verdict(scores["candidate"], scores["shipped"])
+    drawn = drawn_params(params)
+    charts = scoring_charts(drawn, workers)
+    scores["drawn"] = {
+        name: score_base(drawn, folder, device, charts)
+        for name, folder in (("candidate", candidate), ("shipped", shipped))
+    }
+    scores["verdict"] = verdict(scores["candidate"], scores["shipped"], scores["drawn"])
     return scores
 
 
-def verdict(candidate: dict, shipped: dict) -> dict:
-    """Whether the candidate ships, and each condition it was held to."""
+def verdict(candidate: dict, shipped: dict, drawn: dict | None = None) -> dict:
+    """Whether the candidate ships, and each condition it was held to: both splits beaten with
+    the interval included, the drawn set not lost (its mean gain over all its charts), the sharp
+    floor kept."""
     checks = {  # no interval (too few cells to resample) shows nothing
         f"{split}_beaten": (candidate[split]["low"] or -math.inf) > shipped[split]["mean"]
         for split in ("test", "held_out")
         if candidate.get(split)
     }
+    if drawn is not None:
+        checks["drawn_not_lost"] = _pooled(drawn["candidate"]) >= _pooled(drawn["shipped"])
     checks["sharp_kept"] = candidate["sharp"]["worst"] >= SHARP_FLOOR_DB
     return {**checks, "ships": all(checks.values())}
+
+
+def _pooled(report: dict) -> float:
+    """A report's mean gain over the images of both splits."""
+    splits = [report[split] for split in ("test", "held_out") if report.get(split)]
+    return sum(s["mean"] * s["samples"] for s in splits) / sum(s["samples"] for s in splits)
+
+
+LEDGER = "ledger.json"
+
+
+def land_window(params: Params, window: Path, workers: int) -> list[Path]:
+    """`linefuse base-land`: scores the weights a window offered here (CPU or GPU) against the
+    shipped base, ships them when the verdict says so, keeps the window's stable state and adds
+    its ledger row; the card is rewritten either way. Returns what it wrote."""
+    record_path = window / "record.json"
+    if not (record_path.is_file() and (window / STATE_FILE).is_file()):
+        raise UserError(
+            f"{window} holds no base window (record.json and {STATE_FILE}); pass the OUT folder "
+            "make base-window wrote"
+        )
+    record = json.loads(record_path.read_text())
+    device = choose_device(params.compute.device).value
+    scores = score_window(params, window / CANDIDATE_DIR, device, workers)
+    ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
+    ledger = json.loads(ledger_path.read_text())
+    ships = scores["verdict"]["ships"]
+    cumulative = ledger["init_pairs"] + record["candidate_pairs"]
+    ledger["windows"].append(
+        {
+            "window": record["stable_state"]["windows"],
+            "date": record.get("date") or time.strftime("%Y-%m-%d"),
+            "device": record["gpu"] or record["device"],
+            "minutes": record["minutes"],
+            "pairs": record["summary"]["pairs"],
+            "cumulative_pairs": cumulative,
+            "pairs_per_s": record["summary"]["pairs_per_s"],
+            "step_share": record["summary"]["step_share"],
+            "test": scores["candidate"]["test"]["mean"],
+            "held_out": scores["candidate"]["held_out"]["mean"],
+            "sharp_worst": scores["candidate"]["sharp"]["worst"],
+            "verdict": scores["verdict"],
+            "shipped": ships,
+        }
+    )
+    folder = paths.zoo_model(params.base.name)
+    shutil.copyfile(window / STATE_FILE, paths.BASE_WINDOWS_DIR / STATE_FILE)
+    if ships:
+        with atomic_dir(folder) as tmp:
+            shutil.copytree(window / CANDIDATE_DIR, tmp, dirs_exist_ok=True)
+            (tmp / SCORES).write_text(
+                json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
+            )
+    card_scores = json.loads((folder / SCORES).read_text())
+    write_window_card(params, folder, card_scores, ledger)
+    write_json(ledger_path, ledger)
+    write_json(paths.BASE_WINDOWS_DIR / f"scores-{ledger['windows'][-1]['window']}.json", scores)
+    return [folder, paths.BASE_WINDOWS_DIR]

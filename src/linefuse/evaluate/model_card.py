@@ -119,6 +119,94 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
     (folder / CARD).write_text("\n".join(lines) + "\n")
 
 
+def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) -> None:
+    """The card of a base grown in GPU windows (make base-window): what it is, the ledger of
+    windows that made it (workflow/base_windows/ledger.json) and its scores."""
+    base, window = params.base, params.base.window
+    test, held, sharp = scores["test"], scores.get("held_out", {}), scores["sharp"]
+    front = {
+        "library_name": "diffusers",
+        "pipeline_tag": "image-to-image",
+        "tags": ["linefuse", "image-restoration", "deblurring", "line-charts", "diffusion"],
+        "base_model": None,
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# LineFuse {base.name}",
+        "",
+        "A conditional diffusion UNet (diffusers `UNet2DConditionModel`, InstructPix2Pix-style:",
+        "the noisy residual and the blurred chart in, the residual sharp - blurred out) that",
+        "restores blurred, scanned, compressed and down-scaled line charts in one DDIM step. It",
+        "is the base that LineFuse's curriculum adapts with LoRA on a user's data",
+        f"(`model.unet: {base.name}`).",
+        "",
+        "## How it was made",
+        "",
+        f"- Start: `{ledger['init']}` ({ledger['init_pairs']:,} pairs; {ledger['init_note']}).",
+        f"- Then GPU windows (`make base-window`, linefuse.train.window), each resuming the last "
+        f"one's stable state: `{base.unet}` UNet, AdamW at a constant {window.lr:g} after a "
+        f"{window.warmup_steps}-step warmup in the first window (warmup-stable-decay), a "
+        f"{window.cooldown_fraction:.0%} cool-down (1 - sqrt to 0) from that state making the "
+        "weights each window offers.",
+        f"- Data: charts drawn from `data.charts` with `base.chart_overrides` and seed "
+        f"{base.chart_seed} (the default data uses {params.data.charts.seed}), never the held-out "
+        f"families ({', '.join(params.data.charts.held_out)}), each window drawing charts no "
+        f"earlier window saw; {base.crop} px crops cut on the GPU "
+        f"({base.bank.label_focus:.0%} centred on a tick label), degraded there in a random "
+        f"(domain, level), {base.light_fraction:.0%} of them light; "
+        f"{params.optim.identity_fraction:.0%} identity pairs.",
+        "- Weights ship only when they beat the shipped ones on both splits of the score set",
+        "  (interval included), do not lose on charts drawn unlike the default data, and keep",
+        "  sharp charts at 45 dB or better (linefuse.evaluate.base_window).",
+        "",
+        "| window | date | device | minutes | pairs | cumulative pairs | pairs/s | test | held out "
+        "| sharp worst | shipped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *_ledger_rows(ledger),
+        "",
+        "Gains are the window's scores of the weights it offered, against the input, in dB.",
+        "",
+        "## Scores (no adapter, 1 DDIM step, whole images)",
+        "",
+        f"The first {base.score_charts} default charts, every domain and level "
+        "(linefuse.evaluate.base_scores), scored on this machine by `linefuse base-land`: mean "
+        "PSNR gain over the input, 95% interval.",
+        "",
+        "| split | mean gain (dB) | interval | images | worst cell |",
+        "|---|---|---|---|---|",
+        _row("test", test),
+        _row("held out", held),
+        "",
+        f"Sharp charts through the model: {sharp['mean']:.2f} dB mean, {sharp['worst']:.2f} dB "
+        "worst.",
+        "",
+        "Gain per domain (test): "
+        + ", ".join(f"{d} {g:+.2f}" for d, g in test.get("by_domain", {}).items())
+        + ".",
+        "",
+        *_cer_table(scores),
+        "## Grow it",
+        "",
+        "`make wheels` here, then `make base-window MINUTES=8 OUT=DIR` on a GPU machine; back",
+        "here, `linefuse base-land DIR` scores the offered weights, ships them if they are",
+        "better and adds the ledger row. Commit this folder and workflow/base_windows.",
+    ]
+    (folder / CARD).write_text("\n".join(lines) + "\n")
+
+
+def _ledger_rows(ledger: dict) -> list[str]:
+    return [
+        f"| {w['window']} | {w['date']} | {w['device']} | {w['minutes']:.1f} | "
+        f"{w['pairs']:,} | {w['cumulative_pairs']:,} | {w['pairs_per_s']:,.0f} | "
+        f"{w['test']:+.2f} | {w['held_out']:+.2f} | {w['sharp_worst']:.1f} | "
+        f"{'yes' if w['shipped'] else 'no'} |"
+        for w in ledger["windows"]
+    ]
+
+
 def _text_terms(params: Params) -> str:
     """What the loss reads of the tick labels, as a clause of the Training line."""
     text, laplacian = params.base.text, params.optim.loss.laplacian

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import threading
+import time
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,6 +51,7 @@ class RestoreService:
         self.lock = threading.Lock()  # one restoration at a time: torch already uses every core
         # requests running or waiting for the lock
         self.admitted = threading.BoundedSemaphore(self.settings.max_queue)
+        self.in_flight = 0  # changed on the event loop only
         self.dropped = {
             "client_gone": 0,
             "timeout": 0,
@@ -75,6 +78,7 @@ class RestoreService:
             "loaded": sorted(self.restorers),
             "device": self.device,
             "dropped": dict(self.dropped),
+            "in_flight": self.in_flight,  # restorations admitted and not yet finished
         }
 
     async def refuse_large_bodies(self, request: Request, call_next):
@@ -110,6 +114,7 @@ class RestoreService:
                 f"waiting",
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
+        self.in_flight += 1
         stop = threading.Event()
         task = asyncio.ensure_future(
             run_in_threadpool(self._work, uploads, adapter, steps, seed, stop.is_set)
@@ -142,6 +147,7 @@ class RestoreService:
     def _finished(self, task: asyncio.Future) -> None:
         """The worker is done (restored, failed or stopped): its queue slot is free."""
         self.admitted.release()
+        self.in_flight -= 1
         if not task.cancelled():
             task.exception()  # retrieved: a dropped request's SamplingCancelled is not logged
 
@@ -156,6 +162,9 @@ class RestoreService:
             except HTTPException as error:
                 detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
                 raise HTTPException(error.status_code, detail) from None
+        delay = float(os.environ.get(STEP_DELAY_ENV, "0"))
+        if delay:  # tests: every sampler step lasts at least this long, on any machine
+            should_stop = _paced(should_stop, delay)
         pngs = []
         with self.lock:  # loading an adapter's model also happens here, once
             restorer = self.restorer_for(adapter)
@@ -165,6 +174,19 @@ class RestoreService:
                 Image.fromarray(restored).save(buffer, "PNG")
                 pngs.append(buffer.getvalue())
         return pngs
+
+
+# For tests: seconds each sampler step waits first, so that a restore outlasts what the tests
+# do meanwhile (probes, a client giving up, a time limit) however fast the machine is.
+STEP_DELAY_ENV = "LINEFUSE_SERVE_STEP_DELAY_S"
+
+
+def _paced(should_stop, delay: float):
+    def paced() -> bool:
+        time.sleep(delay)
+        return bool(should_stop and should_stop())
+
+    return paced
 
 
 def create_app(params: Params, adapters_dir: Path, device: str | None = None) -> FastAPI:

@@ -33,7 +33,7 @@ from linefuse.data.readers import LmdbPairs
 from linefuse.data.transforms import normalise
 from linefuse.params import EmbedParams, ModelParams, Params
 from linefuse.paths import unet_config
-from linefuse.stage import UserError
+from linefuse.stage import UserError, work_done
 
 log = logging.getLogger("linefuse")
 
@@ -154,6 +154,7 @@ def _batches(pairs: LmdbPairs, batch_size: int):
         blurred = torch.from_numpy(np.stack([row[0] for row in rows]))
         sharp = torch.from_numpy(np.stack([row[1] for row in rows]))
         yield start, blurred, sharp
+        work_done()
 
 
 def _save(tensors: dict[str, torch.Tensor], path: Path) -> int:

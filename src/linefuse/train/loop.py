@@ -38,7 +38,7 @@ from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
-from linefuse.stage import UserError, atomic_dir, atomic_file, write_json
+from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
 from linefuse.train.base_batches import (
     TextTargets,
     device_pairs,
@@ -425,6 +425,7 @@ def _micro_batch(
     """(blurred, sharp, prompt embeddings, tick labels) of one loader batch: the loader's pairs
     (no labels), or the base's sharp bank crops degraded here on the training device, from a
     generator seeded by (seed, step, micro-batch, rank)."""
+    work_done()  # a unit of the stage's work: a micro-batch
     if not job.charts_stream:
         blurred, sharp, prompt_index = batch
         return blurred, sharp, prompt_table[prompt_index], None

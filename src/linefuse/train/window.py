@@ -18,12 +18,13 @@ values copied through pinned memory, and the charts join the pool between steps.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -33,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.device_charts import ChartDrawer, DeviceCharts
-from linefuse.hardware import choose_device, choose_precision
+from linefuse.hardware import choose_device, choose_precision, cpu_model
 from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir
 from linefuse.train.diffusion import noise_scheduler
@@ -52,12 +53,15 @@ BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 @dataclass
 class WindowState:
     """Where the windows stand: the schedule's step, the pairs the stable weights have trained on
-    and the first chart no window has drawn, over every window so far."""
+    and the first chart no window has drawn, over every window so far; and the fastest setting
+    each kind of device was measured to train at (a window on a kind already measured trains at
+    once instead of trying every setting again)."""
 
     step: int = 0
     pairs: int = 0
     next_chart: int = 0
     windows: int = 0
+    tuned: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,10 @@ class Trainer:
             log.info("base-window: tune %s: %.0f pairs/s", setting, rate)
             return rate
 
+        known = self.state.tuned.get(self.device_name())
+        if known is not None:  # measured on this kind of device by an earlier window
+            trial(Setting(**known))
+            return table
         rates = {s: trial(s) for s in (replace(best, batch=b) for b in window.batch_sizes)}
         best = max(rates, key=rates.get)
         toggles = ["channels_last", "bf16", "cudnn_benchmark", "fused_adamw"]
@@ -371,7 +379,14 @@ class Trainer:
             rates[other] = trial(other)
             best = max(rates, key=rates.get)
         self.apply(best)
+        self.state.tuned[self.device_name()] = asdict(best)
         return table
+
+    def device_name(self) -> str:
+        """The GPU's name, or the CPU's model: what a measured setting holds for."""
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return f"CPU {cpu_model()}"
 
 
 def _step_generator(seed: int, kind: str, step: int) -> torch.Generator:
@@ -392,7 +407,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
     window, phases = params.base.window, {}
     clock = time.perf_counter()
     trainer = Trainer(params, state_dir, workers)
-    start_state = replace(trainer.state)
+    start_state = copy.deepcopy(trainer.state)
     phases["setup"] = {"seconds": time.perf_counter() - clock}
     try:
         flops = trainer.flops_per_pair()
