@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader clean
+.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader cluster-up cluster-down clean
 
 install: $(STAMP)
 
@@ -125,6 +125,14 @@ test-fast: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PYTEST) -m "not slow"
+
+# `make cluster-up` / `make cluster-down`: a one-node SLURM cluster on this machine (root; Debian's
+# slurm and munge, installed when missing) to try `snakemake --profile workflow/profiles/slurm`
+# for real (docs/pipeline.md, "Clusters and remotes"); the suite starts and stops its own.
+cluster-up:
+	workflow/slurm/local_cluster.sh start
+cluster-down:
+	workflow/slurm/local_cluster.sh stop
 
 # tests/report/test_report.py opens reports/index.html in headless Chromium: Debian's package, installed
 # when missing, with sudo when not root.

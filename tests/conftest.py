@@ -51,6 +51,15 @@ def pytest_configure(config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
+def pytest_sessionfinish(session) -> None:
+    """The run's end, in the process that ran or handed out the tests: the SLURM cluster the
+    engines' build started is stopped (nothing of it outlives the suite)."""
+    if not hasattr(session.config, "workerinput"):
+        from test_slurm import stop_cluster
+
+        stop_cluster()
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Marks what builds a pipeline slow, and orders the tests slowest first, so that no long test
     starts last (`make test` hands them out in this order, one at a time, to whichever worker is
@@ -203,14 +212,18 @@ def engine_builds(engines_root) -> tuple[Path, Path]:
 def _build_with_both_engines(root: Path) -> None:
     import subprocess
 
-    from test_engines import ALL_STAGES, ENV, SNAKEMAKE, make_project, ran_dvc_stages
+    from test_engines import ALL_STAGES, ENV, make_project, ran_dvc_stages
+    from test_slurm import FIRST_JOB, SLURM, next_job, start_cluster
 
     root.mkdir(parents=True, exist_ok=True)
-    # each Snakemake job logs the modules it imports (Python's -X importtime), for test_engines to
-    # hold them to the stage's declared code deps
+    # Snakemake builds through the SLURM profile, every stage an sbatch job on a one-node cluster
+    # of this machine (test_slurm checks the jobs); each job logs the modules it imports (Python's
+    # -X importtime, exported to the job), for test_engines to hold them to the stage's code deps
+    start_cluster()
+    (root / FIRST_JOB).write_text(str(next_job()))
     commands = {
         "dvc": (("dvc", "repro"), ENV),
-        "snakemake": (SNAKEMAKE, {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
+        "snakemake": (SLURM, {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
     }
     with ExitStack() as logs:
         running = {}

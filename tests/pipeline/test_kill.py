@@ -34,6 +34,9 @@ from test_engines import ENV, SNAKEMAKE, dvc_declarations, run
 
 SEED = 0
 STAGES = ["generate", "index", "shard", "embed", "pretrain", "train", "train_domains"]
+# train_domains trains nothing unless train.adapters asks for per-domain adapters, and the
+# suite's params do not: it writes its empty outputs in one go, so it has no middle to kill
+NO_MIDDLE_HERE = {"train_domains"}
 OVER_LEVELS = {"shard", "embed", "train"}
 
 
@@ -150,6 +153,8 @@ def _trials(built: Path, engine: str) -> list[tuple[str, int]]:
     }
     rng = random.Random(f"{SEED}-{engine}")
     stages = [f"{kind}@{rng.choice(LEVELS)}" if kind in OVER_LEVELS else kind for kind in STAGES]
+    assert not any(units.get(stage) for stage in NO_MIDDLE_HERE), "kill train_domains too"
+    stages = [stage for stage in stages if stage not in NO_MIDDLE_HERE]
     for stage in stages:
         assert units.get(stage, 0) >= 2, f"{stage} did {units.get(stage)} work units: no middle"
     return [(stage, rng.randint(1, units[stage] - 1)) for stage in stages]

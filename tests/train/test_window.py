@@ -30,6 +30,7 @@ def window_params() -> dict:
         pool_gb=0.01,
         score_seconds=12,
         log_every=4,
+        drawn_charts=1,
         warmup_steps=5,
         try_compile=False,
     )

@@ -64,13 +64,15 @@ def scoring_charts(params: Params, workers: int = 1) -> list[ScoringChart]:
     return list(ordered_map(partial(_scoring_chart, params), tasks, workers, "score set", "chart"))
 
 
-def score_base(params: Params, folder: Path, device: str, charts=None) -> dict:
+def score_base(
+    params: Params, folder: Path, device: str, charts=None, read_labels: bool = True
+) -> dict:
     """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, cer}, sharp: {mean,
     worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`; cer is
-    {level: {input, model, sharp}}, or None where Tesseract is missing."""
+    {level: {input, model, sharp}}, or None where Tesseract is missing or `read_labels` is off."""
     charts = charts if charts is not None else scoring_charts(params)
     restorer = Restorer(params, None, device, base_dir=folder)
-    read = ocr.missing() is None
+    read = read_labels and ocr.missing() is None
     cells: dict[str, dict[tuple[str, str], list[float]]] = {"test": {}, "held_out": {}}
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []

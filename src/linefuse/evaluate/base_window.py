@@ -33,13 +33,12 @@ DRAWN_UNLIKE = {
     "dpi": [230, 300],
     "multi_panel_prob": 0.6,
 }
-DRAWN_CHARTS = 16  # charts of the drawn set scored
 
 
 def drawn_params(params: Params) -> Params:
     """params whose default charts are the drawn set's (scoring_charts draws them)."""
     charts = params.data.charts.model_copy(update=DRAWN_UNLIKE)
-    base = params.base.model_copy(update={"score_charts": DRAWN_CHARTS})
+    base = params.base.model_copy(update={"score_charts": params.base.window.drawn_charts})
     return params.model_copy(
         update={"data": params.data.model_copy(update={"charts": charts}), "base": base}
     )
@@ -56,8 +55,8 @@ def score_window(params: Params, candidate: Path, device: str, workers: int) -> 
     }
     drawn = drawn_params(params)
     charts = scoring_charts(drawn, workers)
-    scores["drawn"] = {
-        name: score_base(drawn, folder, device, charts)
+    scores["drawn"] = {  # PSNR only: the verdict reads no labels there
+        name: score_base(drawn, folder, device, charts, read_labels=False)
         for name, folder in (("candidate", candidate), ("shipped", shipped))
     }
     scores["verdict"] = verdict(scores["candidate"], scores["shipped"], scores["drawn"])
