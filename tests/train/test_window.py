@@ -138,3 +138,35 @@ def test_the_summary_counts_only_training_steps_as_step_time():
     assert summary["pairs"] == 7900
     assert summary["data_share_of_step"] == pytest.approx(0.1)
     assert summary["peak_fraction"] == pytest.approx(0.1)
+
+
+def test_landing_a_window_adds_its_ledger_row_keeps_its_state_and_ships_only_if_better(
+    two_windows, tmp_path, monkeypatch
+):
+    """linefuse base-land on the first window, from the scores the window made itself (nothing
+    is scored again): the state and a ledger row land, the card shows the row, and the shipped
+    weights change exactly when the verdict says so."""
+    zoo, windows = tmp_path / "zoo", tmp_path / "base_windows"
+    shutil.copytree(two_windows / "zoo", zoo)
+    windows.mkdir()
+    ledger = {"init": "chart-base", "init_note": "test", "init_pairs": 1000, "windows": []}
+    (windows / "ledger.json").write_text(json.dumps(ledger))
+    monkeypatch.setattr(paths, "ZOO_DIR", zoo)
+    monkeypatch.setattr(paths, "BASE_WINDOWS_DIR", windows)
+    before = (zoo / SHIPPED.name / "diffusion_pytorch_model.safetensors").read_bytes()
+    assert run_cli(two_windows, "base-land", "first") == 0
+    record = json.loads((two_windows / "first/record.json").read_text())
+    (row,) = json.loads((windows / "ledger.json").read_text())["windows"]
+    assert row["window"] == 1 and row["pairs"] == record["summary"]["pairs"]
+    assert row["cumulative_pairs"] == 1000 + record["candidate_pairs"]
+    assert (
+        row["verdict"] == record["scores"]["verdict"] and row["shipped"] == row["verdict"]["ships"]
+    )
+    assert (windows / "state.safetensors").read_bytes() == (
+        two_windows / "first/state.safetensors"
+    ).read_bytes()
+    after = (zoo / SHIPPED.name / "diffusion_pytorch_model.safetensors").read_bytes()
+    offered = (two_windows / "first/candidate/diffusion_pytorch_model.safetensors").read_bytes()
+    assert after == (offered if row["shipped"] else before)
+    card = (zoo / SHIPPED.name / "README.md").read_text()
+    assert f"| 1 | {row['date']} | {row['device']} |" in card and "make base-window" in card

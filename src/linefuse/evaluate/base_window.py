@@ -44,21 +44,22 @@ def drawn_params(params: Params) -> Params:
     )
 
 
-def score_window(params: Params, candidate: Path, device: str, workers: int) -> dict:
+def score_window(params: Params, candidate: Path, device: str, workers: int, scores=None) -> dict:
     """{candidate, shipped: score_base's report; drawn: both on the drawn set; verdict} on one
-    draw of each chart set."""
+    draw of each chart set; the parts `scores` already holds (a window's own) are kept."""
+    scores = dict(scores or {})
     shipped = paths.zoo_model(params.base.name)
-    charts = scoring_charts(params, workers)
-    scores = {
-        name: score_base(params, folder, device, charts)
-        for name, folder in (("candidate", candidate), ("shipped", shipped))
-    }
-    drawn = drawn_params(params)
-    charts = scoring_charts(drawn, workers)
-    scores["drawn"] = {  # PSNR only: the verdict reads no labels there
-        name: score_base(drawn, folder, device, charts, read_labels=False)
-        for name, folder in (("candidate", candidate), ("shipped", shipped))
-    }
+    models = (("candidate", candidate), ("shipped", shipped))
+    if not {"candidate", "shipped"} <= set(scores):
+        charts = scoring_charts(params, workers)
+        scores.update({name: score_base(params, folder, device, charts) for name, folder in models})
+    if "drawn" not in scores:  # PSNR only: the verdict reads no labels there
+        drawn = drawn_params(params)
+        charts = scoring_charts(drawn, workers)
+        scores["drawn"] = {
+            name: score_base(drawn, folder, device, charts, read_labels=False)
+            for name, folder in models
+        }
     scores["verdict"] = verdict(scores["candidate"], scores["shipped"], scores["drawn"])
     return scores
 
@@ -88,9 +89,10 @@ LEDGER = "ledger.json"
 
 
 def land_window(params: Params, window: Path, workers: int) -> list[Path]:
-    """`linefuse base-land`: scores the weights a window offered here (CPU or GPU) against the
-    shipped base, ships them when the verdict says so, keeps the window's stable state and adds
-    its ledger row; the card is rewritten either way. Returns what it wrote."""
+    """`linefuse base-land`: the verdict on the weights a window offered, from the scores the
+    window made on its GPU (a part it lacks is scored here); ships them when the verdict says
+    so, keeps the window's stable state and adds its ledger row; the card is rewritten either
+    way. Returns what it wrote."""
     record_path = window / "record.json"
     if not (record_path.is_file() and (window / STATE_FILE).is_file()):
         raise UserError(
@@ -99,7 +101,7 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
         )
     record = json.loads(record_path.read_text())
     device = choose_device(params.compute.device).value
-    scores = score_window(params, window / CANDIDATE_DIR, device, workers)
+    scores = score_window(params, window / CANDIDATE_DIR, device, workers, record.get("scores"))
     ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
     ledger = json.loads(ledger_path.read_text())
     ships = scores["verdict"]["ships"]

@@ -172,8 +172,8 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
         "## Scores (no adapter, 1 DDIM step, whole images)",
         "",
         f"The first {base.score_charts} default charts, every domain and level "
-        "(linefuse.evaluate.base_scores), scored on this machine by `linefuse base-land`: mean "
-        "PSNR gain over the input, 95% interval.",
+        "(linefuse.evaluate.base_scores), scored where the window that made these weights ran: "
+        "mean PSNR gain over the input, 95% interval.",
         "",
         "| split | mean gain (dB) | interval | images | worst cell |",
         "|---|---|---|---|---|",
