@@ -145,7 +145,7 @@ def run_base_land(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.base_window import land_window
 
     with stage("base-land") as written:
-        written += land_window(params, Path(args.window), args.workers)
+        written += land_window(params, Path(args.window), args.workers, not args.no_score)
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
@@ -381,14 +381,20 @@ def _add_base_window(commands) -> None:
 
 
 def _add_base_land(commands) -> None:
-    _add_stage(
+    land = _add_stage(
         commands,
         "base-land",
         run_base_land,
         "score a base window's weights here, ship them if better, and keep its state and "
         f"ledger row in {paths.BASE_WINDOWS_DIR}",
         workers=True,
-    ).add_argument("window", help="the folder make base-window wrote (its OUT)")
+    )
+    land.add_argument("window", help="the folder make base-window wrote (its OUT)")
+    land.add_argument(
+        "--no-score",
+        action="store_true",
+        help="only the scores the window made: a part it lacks keeps the shipped base",
+    )
 
 
 def _add_training_stages(commands) -> None:

@@ -112,11 +112,18 @@ def test_the_ship_rule_holds_both_splits_interval_included_and_the_sharp_floor()
     good = {"low": 5.0, "mean": 5.2}
     shipped = {"test": {"mean": 4.7}, "held_out": {"mean": 3.2}, "sharp": {"worst": 59}}
     candidate = {"test": good, "held_out": good, "sharp": {"worst": 50.0}}
-    assert verdict(candidate, shipped)["ships"]
-    assert not verdict({**candidate, "sharp": {"worst": 44.0}}, shipped)["ships"]
+    drawn = {
+        "candidate": {"test": {"mean": 2.0, "samples": 10}, "held_out": {}},
+        "shipped": {"test": {"mean": 1.9, "samples": 10}, "held_out": {}},
+    }
+    assert verdict(candidate, shipped, drawn)["ships"]
+    assert not verdict(candidate, shipped)["ships"]  # the drawn set not scored: not shown
+    lost = {**drawn, "shipped": {"test": {"mean": 2.1, "samples": 10}, "held_out": {}}}
+    assert not verdict(candidate, shipped, lost)["ships"]
+    assert not verdict({**candidate, "sharp": {"worst": 44.0}}, shipped, drawn)["ships"]
     held_close = {**candidate, "held_out": {"low": 3.1, "mean": 3.6}}
-    assert not verdict(held_close, shipped)["ships"]  # the interval reaches the shipped mean
-    assert not verdict({**candidate, "test": {"low": None, "mean": 9.0}}, shipped)["ships"]
+    assert not verdict(held_close, shipped, drawn)["ships"]  # the interval reaches the mean
+    assert not verdict({**candidate, "test": {"low": None, "mean": 9.0}}, shipped, drawn)["ships"]
 
 
 def test_the_summary_counts_only_training_steps_as_step_time():
@@ -157,7 +164,7 @@ def test_landing_a_window_adds_its_ledger_row_keeps_its_state_and_ships_only_if_
     assert run_cli(two_windows, "base-land", "first") == 0
     record = json.loads((two_windows / "first/record.json").read_text())
     (row,) = json.loads((windows / "ledger.json").read_text())["windows"]
-    assert row["window"] == 1 and row["pairs"] == record["summary"]["pairs"]
+    assert row["window"] == 1 and row["pairs"] == record["candidate_pairs"]
     assert row["cumulative_pairs"] == 1000 + record["candidate_pairs"]
     assert (
         row["verdict"] == record["scores"]["verdict"] and row["shipped"] == row["verdict"]["ships"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from linefuse import paths
 from linefuse.evaluate.base_scores import score_base, scoring_charts
-from linefuse.evaluate.model_card import SCORES, write_window_card
+from linefuse.evaluate.model_card import CARD, SCORES, with_ledger, write_window_card
 from linefuse.hardware import choose_device
 from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir, write_json
@@ -44,10 +44,15 @@ def drawn_params(params: Params) -> Params:
     )
 
 
-def score_window(params: Params, candidate: Path, device: str, workers: int, scores=None) -> dict:
+def score_window(
+    params: Params, candidate: Path, device: str, workers: int, scores=None, score_missing=True
+) -> dict:
     """{candidate, shipped: score_base's report; drawn: both on the drawn set; verdict} on one
-    draw of each chart set; the parts `scores` already holds (a window's own) are kept."""
+    draw of each chart set; the parts `scores` already holds (a window's own) are kept, and the
+    missing ones scored here unless `score_missing` is off (then the verdict cannot ship)."""
     scores = dict(scores or {})
+    if not score_missing:
+        scores.setdefault("drawn", None)
     shipped = paths.zoo_model(params.base.name)
     models = (("candidate", candidate), ("shipped", shipped))
     if not {"candidate", "shipped"} <= set(scores):
@@ -73,10 +78,11 @@ def verdict(candidate: dict, shipped: dict, drawn: dict | None = None) -> dict:
         for split in ("test", "held_out")
         if candidate.get(split)
     }
-    if drawn is not None:
-        checks["drawn_not_lost"] = _pooled(drawn["candidate"]) >= _pooled(drawn["shipped"])
+    checks["drawn_not_lost"] = (  # None: not scored, so not shown, and not shipped
+        None if drawn is None else _pooled(drawn["candidate"]) >= _pooled(drawn["shipped"])
+    )
     checks["sharp_kept"] = candidate["sharp"]["worst"] >= SHARP_FLOOR_DB
-    return {**checks, "ships": all(checks.values())}
+    return {**checks, "ships": all(check is True for check in checks.values())}
 
 
 def _pooled(report: dict) -> float:
@@ -88,7 +94,7 @@ def _pooled(report: dict) -> float:
 LEDGER = "ledger.json"
 
 
-def land_window(params: Params, window: Path, workers: int) -> list[Path]:
+def land_window(params: Params, window: Path, workers: int, score_missing=True) -> list[Path]:
     """`linefuse base-land`: the verdict on the weights a window offered, from the scores the
     window made on its GPU (a part it lacks is scored here); ships them when the verdict says
     so, keeps the window's stable state and adds its ledger row; the card is rewritten either
@@ -101,7 +107,8 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
         )
     record = json.loads(record_path.read_text())
     device = choose_device(params.compute.device).value
-    scores = score_window(params, window / CANDIDATE_DIR, device, workers, record.get("scores"))
+    offered = window / CANDIDATE_DIR
+    scores = score_window(params, offered, device, workers, record.get("scores"), score_missing)
     ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
     ledger = json.loads(ledger_path.read_text())
     ships = scores["verdict"]["ships"]
@@ -112,7 +119,7 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
             "date": record.get("date") or time.strftime("%Y-%m-%d"),
             "device": record["gpu"] or record["device"],
             "minutes": record["minutes"],
-            "pairs": record["summary"]["pairs"],
+            "pairs": record["candidate_pairs"] - record["start_state"]["pairs"],
             "cumulative_pairs": cumulative,
             "pairs_per_s": record["summary"]["pairs_per_s"],
             "step_share": record["summary"]["step_share"],
@@ -131,8 +138,11 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
             (tmp / SCORES).write_text(
                 json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
             )
-    card_scores = json.loads((folder / SCORES).read_text())
-    write_window_card(params, folder, card_scores, ledger)
+    if ships:
+        write_window_card(params, folder, scores["candidate"], ledger)
+    else:  # the shipped weights' own card, its ledger brought up to date
+        card = folder / CARD
+        card.write_text(with_ledger(card.read_text(), ledger))
     write_json(ledger_path, ledger)
     write_json(paths.BASE_WINDOWS_DIR / f"scores-{ledger['windows'][-1]['window']}.json", scores)
     return [folder, paths.BASE_WINDOWS_DIR]

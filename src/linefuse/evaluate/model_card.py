@@ -158,17 +158,8 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
         f"({base.bank.label_focus:.0%} centred on a tick label), degraded there in a random "
         f"(domain, level), {base.light_fraction:.0%} of them light; "
         f"{params.optim.identity_fraction:.0%} identity pairs.",
-        "- Weights ship only when they beat the shipped ones on both splits of the score set",
-        "  (interval included), do not lose on charts drawn unlike the default data, and keep",
-        "  sharp charts at 45 dB or better (linefuse.evaluate.base_window).",
         "",
-        "| window | date | device | minutes | pairs | cumulative pairs | pairs/s | test | held out "
-        "| sharp worst | shipped |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-        *_ledger_rows(ledger),
-        "",
-        "Gains are the window's scores of the weights it offered, against the input, in dB.",
-        "",
+        *_ledger_section(ledger),
         "## Scores (no adapter, 1 DDIM step, whole images)",
         "",
         f"The first {base.score_charts} default charts, every domain and level "
@@ -195,6 +186,35 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
         "better and adds the ledger row. Commit this folder and workflow/base_windows.",
     ]
     (folder / CARD).write_text("\n".join(lines) + "\n")
+
+
+LEDGER_HEADING = "## GPU windows"
+
+
+def with_ledger(card: str, ledger: dict) -> str:
+    """`card` with its ledger section (LEDGER_HEADING to the next heading) made anew from
+    `ledger`: the card of weights no window has replaced still lists every window."""
+    head, _, rest = card.partition(f"\n{LEDGER_HEADING}\n")
+    tail = rest[rest.index("\n## ") :] if "\n## " in rest else ""
+    return head.rstrip("\n") + "\n\n" + "\n".join(_ledger_section(ledger)) + tail
+
+
+def _ledger_section(ledger: dict) -> list[str]:
+    return [
+        LEDGER_HEADING,
+        "",
+        "Each window (`make base-window`) resumes the last one's stable state and offers its",
+        "cooled weights; they ship only when they beat the shipped ones on both splits of the",
+        "score set (interval included), do not lose on charts drawn unlike the default data and",
+        "keep sharp charts at 45 dB or better (linefuse.evaluate.base_window). Gains are the",
+        "window's scores of the weights it offered, in dB over the input.",
+        "",
+        "| window | date | device | minutes | pairs | cumulative pairs | pairs/s | test | held out "
+        "| sharp worst | shipped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *_ledger_rows(ledger),
+        "",
+    ]
 
 
 def _ledger_rows(ledger: dict) -> list[str]:
