@@ -52,11 +52,14 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
 def pytest_sessionfinish(session) -> None:
-    """The run's end, in the process that ran or handed out the tests: the SLURM cluster the
-    engines' build started is stopped (nothing of it outlives the suite)."""
-    if not hasattr(session.config, "workerinput"):
-        from test_slurm import stop_cluster
+    """The run's end, in the process that ran or handed out the tests: the SLURM cluster this
+    run's engines' build started is stopped (nothing of it outlives the suite); a run that
+    started none leaves alone one that another run is using."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from test_slurm import FIRST_JOB, stop_cluster
 
+    if (session.config._tmp_path_factory.getbasetemp() / "engines" / FIRST_JOB).exists():
         stop_cluster()
 
 
