@@ -5,8 +5,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import shlex
+import signal
+import subprocess
 import sys
-from contextlib import ExitStack, chdir
+import time
+from contextlib import chdir, suppress
 from pathlib import Path
 
 import pytest
@@ -34,7 +38,9 @@ LEVELS = ("easy", "medium", "hard")
 # (Tesseract, a fresh interpreter) or on whole charts, carries @pytest.mark.slow
 # (tests/codebase/test_suite_layout.py checks that fixtures calling run_cli build on one of these
 # or are listed here).
-PIPELINE_FIXTURES = frozenset({"tiny_project", "trained_project", "engine_builds", "two_windows"})
+PIPELINE_FIXTURES = frozenset(
+    {"tiny_project", "trained_project", "dvc_build", "snakemake_build", "two_windows"}
+)
 
 
 def pytest_configure(config) -> None:
@@ -59,26 +65,34 @@ def pytest_sessionfinish(session) -> None:
         return
     from test_slurm import FIRST_JOB, stop_cluster
 
-    if (session.config._tmp_path_factory.getbasetemp() / "engines" / FIRST_JOB).exists():
+    engines = session.config._tmp_path_factory.getbasetemp() / "engines"
+    stop_engines(engines)
+    if (engines / FIRST_JOB).exists():
         stop_cluster()
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Marks what builds a pipeline slow, and orders the tests slowest first, so that no long test
     starts last (`make test` hands them out in this order, one at a time, to whichever worker is
-    free): the kill trials, the engines' other tests on their builds, the rest on the builds, the
-    other slow ones, then the quick ones, which fill the workers' last minutes."""
+    free): the kill trials on DVC's build (ready first), the tests on the SLURM build (ready
+    while those run), the engines' other tests, the rest on the builds, the other slow ones, then
+    the quick ones, which fill the workers' last minutes."""
     for item in items:
         uses = PIPELINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if uses or item.get_closest_marker("engines"):
             item.add_marker(pytest.mark.slow)
-    items.sort(
-        key=lambda item: (
-            item.path.name != "test_kill.py",
-            "engine_builds" not in getattr(item, "fixturenames", ()),
-            item.get_closest_marker("engines") is None,
-            item.get_closest_marker("slow") is None,
-        )
+    items.sort(key=_order)
+
+
+def _order(item) -> tuple[bool, ...]:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    engine = getattr(item, "callspec", None) and item.callspec.params.get("engine")
+    return (
+        engine != "dvc",
+        engine != "snakemake" and "snakemake_build" not in fixtures,
+        item.get_closest_marker("engines") is None,
+        not fixtures & {"dvc_build", "trained_project"},
+        item.get_closest_marker("slow") is None,
     )
 
 
@@ -168,10 +182,10 @@ def embed_all(project: Path, params: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def trained_project(engine_builds) -> Path:
+def trained_project(dvc_build) -> Path:
     """Data, embeddings, pretrain, the whole curriculum and evaluate on tiny params: the dvc
     build, shared (read-only use: tests that change it work on a copy)."""
-    return engine_builds[0]
+    return dvc_build
 
 
 def copy_project(source: Path, target: Path) -> Path:
@@ -182,69 +196,126 @@ def copy_project(source: Path, target: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
-def engines_root(tmp_path_factory) -> Path:
-    """Where each engine builds its project, beside its log (dvc.log, snakemake.log): one folder
-    for the whole run, which pytest-xdist's workers share."""
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this name for the whole run, which pytest-xdist's workers share."""
     base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "engines"
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
 
 
-@pytest.fixture(scope="session")
-def engine_builds(engines_root) -> tuple[Path, Path]:
-    """The repo on tiny params built from scratch by `dvc repro` and by Snakemake, side by side,
-    once for the whole run: the first worker that needs them builds them, the others wait on the
-    lock (read-only use: copy with copy_project first). Their stages run on one thread each
-    (test_engines.ENV), so the two never wait on each other's thread barriers."""
+def built_once(folder: Path, build) -> Path:
+    """`build(folder)` once for the whole run: the first worker that needs it builds, the others
+    wait on the lock; a failed build's reason is every waiter's, not a second build."""
     from filelock import FileLock
 
-    with FileLock(f"{engines_root}.lock"):
-        failed = engines_root / "failed.txt"
-        if failed.exists():  # another worker's build failed: its reason, not a second build
+    with FileLock(f"{folder}.lock"):
+        built, failed = folder.with_suffix(".built"), folder.with_suffix(".failed")
+        if failed.exists():
             raise AssertionError(failed.read_text())
-        if not (engines_root / "built").exists():
+        if not built.exists():
             try:
-                _build_with_both_engines(engines_root)
+                build(folder)
             except BaseException as error:
                 failed.write_text(str(error))
                 raise
-            (engines_root / "built").touch()
-    return engines_root / "dvc", engines_root / "snakemake"
+            built.touch()
+    return folder
 
 
-def _build_with_both_engines(root: Path) -> None:
-    import subprocess
+@pytest.fixture(scope="session")
+def engines_root(tmp_path_factory) -> Path:
+    """Where each engine builds its project, beside its log (dvc.log, snakemake.log)."""
+    return shared_folder(tmp_path_factory, "engines")
 
-    from test_engines import ALL_STAGES, ENV, make_project, ran_dvc_stages
+
+@pytest.fixture(scope="session")
+def dvc_build(engines_root) -> Path:
+    """The repo on tiny params built from scratch by `dvc repro`, once for the whole run
+    (read-only use: copy with copy_project first)."""
+    return _engine_build(engines_root, "dvc")
+
+
+@pytest.fixture(scope="session")
+def snakemake_build(engines_root) -> Path:
+    """The same params built by Snakemake through the SLURM profile (every stage an sbatch job on a
+    one-node cluster of this machine; test_slurm checks the jobs), beside the DVC build."""
+    return _engine_build(engines_root, "snakemake")
+
+
+@pytest.fixture(scope="session")
+def engine_builds(dvc_build, snakemake_build) -> tuple[Path, Path]:
+    return dvc_build, snakemake_build
+
+
+def _engine_build(root: Path, engine: str) -> Path:
+    """The engine's build, started with the other one's by the first worker that needs either;
+    each worker waits only for the build it uses: DVC's tests run while the SLURM jobs do. The
+    stages run on one thread each (test_engines.ENV), so the builds never wait on each other's
+    thread barriers."""
+    from filelock import FileLock
+
+    built_once(root, _start_engines)
+    exited, pid = root / f"{engine}.exit", int((root / f"{engine}.pid").read_text())
+    while not exited.exists():  # written when the engine's command ends, in whichever worker
+        assert _running(pid), f"{engine}'s build was killed: {root / f'{engine}.log'}"
+        time.sleep(0.5)
+    with FileLock(f"{root}.lock"):
+        checked = root / f"{engine}.checked"
+        if not checked.exists():
+            _check_engine(root, engine, int(exited.read_text()))
+            checked.touch()
+    return root / engine
+
+
+def _start_engines(root: Path) -> None:
+    """Starts both builds in the background, each in its own process group, its exit status
+    written to <engine>.exit when it ends."""
+    from test_engines import ENV, make_project
     from test_slurm import FIRST_JOB, SLURM, next_job, start_cluster
 
     root.mkdir(parents=True, exist_ok=True)
-    # Snakemake builds through the SLURM profile, every stage an sbatch job on a one-node cluster
-    # of this machine (test_slurm checks the jobs); each job logs the modules it imports (Python's
-    # -X importtime, exported to the job), for test_engines to hold them to the stage's code deps
     start_cluster()
     (root / FIRST_JOB).write_text(str(next_job()))
+    # each Snakemake job logs the modules it imports (Python's -X importtime, exported to the
+    # job), for test_engines to hold them to the stage's code deps
     commands = {
         "dvc": (("dvc", "repro"), ENV),
         "snakemake": (SLURM, {**ENV, "PYTHONPROFILEIMPORTTIME": "1"}),
     }
-    with ExitStack() as logs:
-        running = {}
-        for engine, (command, env) in commands.items():
-            project = make_project(root / engine, tiny_params())
-            log = logs.enter_context((root / f"{engine}.log").open("w"))
-            running[engine] = subprocess.Popen(
-                command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
-            )
-        exits = {engine: process.wait() for engine, process in running.items()}
-    failures = [
-        f"{engine} exited {code}: {(root / f'{engine}.log').read_text()[-4000:]}"
-        for engine, code in exits.items()
-        if code
-    ]
-    assert not failures, "\n".join(failures)
-    assert ran_dvc_stages((root / "dvc.log").read_text()) == ALL_STAGES
-    # the stages' own lines (test_kill reads their timings) go to the jobs' log: files
-    jobs = sorted((root / "snakemake/logs/snakemake").rglob("*.log"))
-    with (root / "snakemake.log").open("a") as log:
-        log.write("".join(job.read_text() for job in jobs))
+    for engine, (command, env) in commands.items():
+        project = make_project(root / engine, tiny_params())
+        log, exited = root / f"{engine}.log", root / f"{engine}.exit"
+        log, exited, part = (shlex.quote(str(path)) for path in (log, exited, f"{exited}.part"))
+        script = f'"$@" > {log} 2>&1; echo $? > {part}; mv {part} {exited}'
+        process = subprocess.Popen(
+            ["sh", "-c", script, "sh", *command], cwd=project, env=env, start_new_session=True
+        )
+        (root / f"{engine}.pid").write_text(str(process.pid))
+
+
+def _running(pid: int) -> bool:
+    """Whether the process lives (a zombie, ended but not yet reaped by its parent, does not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    with suppress(FileNotFoundError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def _check_engine(root: Path, engine: str, code: int) -> None:
+    from test_engines import ALL_STAGES, ran_dvc_stages
+
+    log = root / f"{engine}.log"
+    assert code == 0, f"{engine} exited {code}: {log.read_text()[-4000:]}"
+    if engine == "dvc":
+        assert ran_dvc_stages(log.read_text()) == ALL_STAGES
+    else:  # the stages' own lines (test_kill reads their work units) go to the jobs' log: files
+        jobs = sorted((root / "snakemake/logs/snakemake").rglob("*.log"))
+        with log.open("a") as sink:
+            sink.write("".join(job.read_text() for job in jobs))
+
+
+def stop_engines(root: Path) -> None:
+    """Ends a build still running when the run ends (a run of a few tests that used one)."""
+    for pid_file in root.glob("*.pid"):
+        if not pid_file.with_suffix(".exit").exists():
+            with suppress(ProcessLookupError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)

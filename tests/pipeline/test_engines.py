@@ -19,8 +19,9 @@ from conftest import LEVELS, ROOT, copy_project, file_digests, tiny_params, writ
 
 BIN = Path(sys.executable).parent
 # The engines' stages run torch on one thread: the two builds run side by side beside the suite's
-# other workers (conftest.engine_builds), and on a shared core a second thread only waits on the
-# first at each barrier. A kill test's rerun must match its build's bytes, so all runs share it.
+# other workers (conftest.dvc_build, snakemake_build), and on a shared core a second thread only
+# waits on the first at each barrier. A kill test's rerun must match its build's bytes, so all
+# runs share it.
 ENV = {
     **os.environ,
     "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -359,10 +360,10 @@ IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+(linefuse[\w.]*)$", re
 
 
 @pytest.mark.engines
-def test_every_module_a_stage_imported_is_one_of_its_deps(engine_builds):
+def test_every_module_a_stage_imported_is_one_of_its_deps(snakemake_build):
     """Held to what ran: every linefuse module a Snakemake job imported (Python's -X importtime,
     in the job's log: file) is among the code deps its stage declares."""
-    by_snakemake = engine_builds[1]
+    by_snakemake = snakemake_build
     commands = {stage.name: stage.command for stage in STAGES}
     checked = set()
     for log in (by_snakemake / "logs/snakemake").rglob("*.log"):

@@ -175,13 +175,13 @@ def _job_log(stage: str) -> str:
 @pytest.mark.engines
 @pytest.mark.parametrize("half", [0, 1])
 @pytest.mark.parametrize("engine", ["dvc", "snakemake"])
-def test_killed_stages_rerun_to_the_same_bytes(engine_builds, tmp_path, engine, half):
+def test_killed_stages_rerun_to_the_same_bytes(request, tmp_path, engine, half):
     """Each engine's seeded trials, in two halves (alternate trials), so that two workers share
-    them."""
-    built = engine_builds[0] if engine == "dvc" else engine_builds[1]
+    them; each on its engine's build (the fixture named for it, so DVC's trials need not wait
+    for the SLURM build)."""
+    built = request.getfixturevalue(f"{engine}_build")
     declarations = {
-        address.split(":")[-1]: stage
-        for address, stage in dvc_declarations(engine_builds[0]).items()
+        address.split(":")[-1]: stage for address, stage in dvc_declarations(built).items()
     }
     emptied_locks = 0
     trials = list(enumerate(_trials(built, engine)))[half::2]

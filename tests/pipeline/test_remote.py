@@ -13,8 +13,8 @@ CACHED_OUTPUTS = ("data", "models")  # every `cache: true` output of dvc.yaml li
 
 
 @pytest.mark.engines
-def test_push_wipe_pull_and_repro_has_nothing_to_do(engine_builds, tmp_path):
-    project = copy_project(engine_builds[0], tmp_path / "project")
+def test_push_wipe_pull_and_repro_has_nothing_to_do(dvc_build, tmp_path):
+    project = copy_project(dvc_build, tmp_path / "project")
     storage = tmp_path / "storage"
     before = {folder: file_digests(project / folder) for folder in CACHED_OUTPUTS}
     run(project, "dvc", "remote", "add", "-d", "storage", str(storage))

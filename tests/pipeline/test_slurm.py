@@ -1,5 +1,5 @@
 """The SLURM profile on a real one-node cluster (workflow/slurm/local_cluster.sh): the engines'
-Snakemake build (conftest.engine_builds) runs through it, so here every stage was an sbatch job
+Snakemake build (conftest.snakemake_build) runs through it, so here every stage was an sbatch job
 with the resources its rule declares, its outputs equal DVC's build byte for byte, a second run
 submits nothing, and a training job cancelled mid-stage is named and resumed to the same bytes.
 
@@ -39,7 +39,9 @@ SITE = [
     "--seconds-between-status-checks",
     "2",
 ]
-SLURM = ("snakemake", "--profile", "workflow/profiles/slurm", "--jobs", "1", "--cores", "1", *SITE)
+# four jobs in flight: the levels' jobs are submitted together, and the plugin, which polls less
+# often the longer no job ends, finds them ended in one poll
+SLURM = ("snakemake", "--profile", "workflow/profiles/slurm", "--jobs", "4", "--cores", "1", *SITE)
 FIRST_JOB = "slurm_first_job"  # beside the engines' builds: the first job their Snakemake build ran
 RUNNING = Path("/tmp/linefuse-slurm/slurmctld.pid")  # the script's scratch folder
 
@@ -80,15 +82,15 @@ def next_job() -> int:
 
 
 @pytest.fixture(scope="session")
-def slurm_build(engine_builds):
+def slurm_build(snakemake_build):
     """The engines' Snakemake build (made through sbatch) and its jobs as SLURM recorded them."""
-    project = engine_builds[1]
+    project = snakemake_build
     first = int((project.parent / FIRST_JOB).read_text())
     return project, jobs_since(first)
 
 
 @pytest.mark.engines
-def test_every_stage_runs_as_a_slurm_job_to_the_local_bytes(slurm_build, engine_builds, tmp_path):
+def test_every_stage_runs_as_a_slurm_job_to_the_local_bytes(slurm_build, dvc_build, tmp_path):
     project, jobs = slurm_build
     assert set(jobs) >= {"generate", "index", "pretrain", "evaluate", "report"}
     assert {f"shard/{level}" for level in ("easy", "medium", "hard")} <= set(jobs)
@@ -103,7 +105,7 @@ def test_every_stage_runs_as_a_slurm_job_to_the_local_bytes(slurm_build, engine_
         assert shown["TimeLimit"] == ("02:00:00" if training else "00:30:00"), rule
         assert shown["Partition"] == ("gpu" if on_gpu else "cpu"), rule
         assert "gres" not in shown.get("TRES", ""), rule  # no GPU asked of a GPU-less cluster
-    assert outputs(project) == outputs(engine_builds[0])  # DVC's build
+    assert outputs(project) == outputs(dvc_build)  # DVC's build
     project = copy_project(project, tmp_path / "again")
     first = next_job()
     again = run(project, *SLURM)

@@ -103,15 +103,15 @@ def _check_chart_summary(rows: list, pooled: dict, model: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def reported(engine_builds, tmp_path_factory) -> Path:
+def reported(dvc_build, tmp_path_factory) -> Path:
     """A copy of the DVC build with its report removed and written again by `linefuse report`."""
-    project = copy_project(engine_builds[0], tmp_path_factory.mktemp("report") / "project")
+    project = copy_project(dvc_build, tmp_path_factory.mktemp("report") / "project")
     (project / "reports/index.html").unlink()
     assert run_cli(project, "report") == 0
     return project
 
 
-def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engine_builds):
+def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, dvc_build):
     page = (reported / "reports/index.html").read_text()
     report = json.loads((reported / "reports/eval_detail.json").read_text())
 
@@ -219,7 +219,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, engi
     assert not re.search(r"https?:|url\(|@import", page)
     # the same bytes as DVC's own run of the stage in the engine build
     assert (reported / "reports/index.html").read_bytes() == (
-        engine_builds[0] / "reports/index.html"
+        dvc_build / "reports/index.html"
     ).read_bytes()
 
 

@@ -12,10 +12,11 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 
 from linefuse import paths
+from linefuse.evaluate import base_window
 from linefuse.evaluate.base_window import verdict
 from linefuse.train.window import load_state, summarise
 
-from conftest import ROOT, run_cli, tiny_params, write_params
+from conftest import ROOT, built_once, run_cli, shared_folder, tiny_params, write_params
 
 SHIPPED = ROOT / "src/linefuse/zoo/chart-base"
 
@@ -37,18 +38,24 @@ def window_params() -> dict:
     return params
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_windows(tmp_path_factory):
-    project = tmp_path_factory.mktemp("window")
+    """Two windows in a row, run once for all of the suite's workers."""
+    return built_once(shared_folder(tmp_path_factory, "window"), _run_two_windows)
+
+
+def _run_two_windows(project):
+    project.mkdir()
     zoo = project / "zoo"
     shutil.copytree(SHIPPED, zoo / SHIPPED.name)
     write_params(project, window_params())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(paths, "ZOO_DIR", zoo)
+        # the drawn-unlike set at a tenth of its pixels: its thick lines and large print, on the CPU
+        patch.setattr(base_window, "DRAWN_UNLIKE", {**base_window.DRAWN_UNLIKE, "dpi": [80, 80]})
         for name, state in (("first", "none"), ("second", "first")):
             argv = ["base-window", "--minutes", "0.5", "--out", name, "--state", state]
             assert run_cli(project, *argv, "--workers", "2") == 0
-    return project
 
 
 def test_a_window_writes_its_weights_state_and_record(two_windows):

@@ -36,7 +36,8 @@ install() {
 write_conf() {
   local host cpus memory
   host=$(hostname -s)
-  cpus=$(nproc)
+  # the machine's cores: nproc alone obeys OMP_NUM_THREADS, which a caller may have set lower
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   memory=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 9 / 10 ))  # MB, 10% spare
   as_root mkdir -p /etc/slurm "$SCRATCH/state" "$SCRATCH/spool"
   as_root tee "$CONF" >/dev/null <<EOF
