@@ -1,0 +1,237 @@
+"""A scanned chart's rotation and shear, found from its long straight lines and undone.
+
+The scan domain (degrade._scan) turns the page by a small angle and shears it about the centre;
+the target is the straight chart, and a UNet that sees a tile cannot learn a page's geometry. A
+chart's frame, axes and grid are long lines in two directions: the horizontal ones tilt by the
+rotation, the vertical ones by the rotation plus the shear.
+
+Each family is found in two passes. Coarse: the ink is projected onto a tilted axis in vertical
+strips, and a line must be dark in most strips at once (a curve crosses a row in a few strips
+only, a spine or grid line in all of them); the tilt whose long lines are sharpest wins, over
++-SEARCH_DEG. Fine: along each long line found, the line's sub-pixel centre in every column
+(the top of its own peak), and a robust straight fit through those centres; the lines' slopes,
+pooled by their standard errors, give the family's tilt below the coarse step.
+
+Our own rather than scikit-image's Hough or Radon transforms, OpenCV, `deskew` or `jdeskew`:
+those vote over the whole image's ink, where a chart's curves outweigh its frame, and resolve
+the angle to their grid's step; a sub-pixel fit along each line is what reaches hundredths of
+a degree on a 300 px chart. Not wired into restoring yet: docs/experiments.md has what it
+measures (benchmarks/deskew.py) and what it still gets wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+from scipy.stats import siegelslopes
+
+SEARCH_DEG = 5.0  # the widest tilt searched, each way: real scans skew by a few degrees
+COARSE_STEP_DEG = 0.2  # then 11 tilts within FINE_SPAN of the best
+FINE_SPAN = 0.2
+STRIPS = 8  # a long line is dark in all but LINE_GAPS of these strips of the image
+LINE_GAPS = 2
+HALF_WINDOW = 4  # rows each side of a line where its sub-pixel centre is measured
+MIN_COLUMNS = 40  # fewer columns than this along a line: no fit
+# `auto` undoes a skew only when it moves the chart's corners by this much (less is within what
+# resampling itself costs), and when the rotation's standard error is at most this
+NEGLIGIBLE_PX = 0.3
+CONFIDENT_SE_DEG = 0.05
+
+
+@dataclass(frozen=True)
+class Skew:
+    """A scan's geometry as degrade._scan draws it: `rotation_deg`, and `shear` (col += shear *
+    row); `rotation_se_deg` its standard error; `lines` how many (horizontal, vertical) lines
+    were fitted. No horizontal line: nothing found (rotation None). No vertical one: shear 0."""
+
+    rotation_deg: float | None
+    shear: float
+    rotation_se_deg: float
+    lines: tuple[int, int]
+
+    def moves_px(self, shape: tuple[int, ...]) -> float:
+        """How far undoing it moves the image's farthest corner, in pixels."""
+        if self.rotation_deg is None:
+            return 0.0
+        height, width = shape[:2]
+        tilt = abs(math.radians(self.rotation_deg))
+        return tilt * max(height, width) / 2 + abs(self.shear) * height / 2
+
+    def confident(self, shape: tuple[int, ...]) -> bool:
+        """Worth undoing: found, measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
+        return (
+            self.rotation_deg is not None
+            and self.rotation_se_deg <= CONFIDENT_SE_DEG
+            and self.moves_px(shape) >= NEGLIGIBLE_PX
+        )
+
+
+def line_contrast(image: np.ndarray) -> np.ndarray:
+    """Thin lines against the local background, either way: black top-hat plus white top-hat of
+    the gray image (dark spines and curves on paper, and white grid lines on a tinted plot area,
+    stand out; the paper's shading and large areas do not), float32 in [0, 1]."""
+    gray = image.astype(np.float32).mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
+    gray = gray / 255.0
+    closed = ndimage.grey_closing(gray, size=(9, 9))
+    opened = ndimage.grey_opening(gray, size=(9, 9))
+    return (closed - gray) + (gray - opened)
+
+
+def estimate(image: np.ndarray) -> Skew:
+    """The scan geometry of an RGB (or gray) uint8 chart, from its long lines."""
+    ink = line_contrast(image)
+    horizontal = _family_tilt(ink)
+    if horizontal is None:
+        return Skew(None, 0.0, math.inf, (0, 0))
+    rows_per_col, se, count = horizontal
+    # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
+    # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
+    vertical = _family_tilt(ink.T)
+    tan_a = rows_per_col
+    shear = 0.0
+    if vertical is not None:
+        for _ in range(2):
+            shear = -vertical[0] - tan_a
+            tan_a = rows_per_col / (1 + rows_per_col * shear)
+    rotation = math.degrees(math.atan(tan_a))
+    lines = (count, vertical[2] if vertical else 0)
+    return Skew(rotation, shear, math.degrees(se), lines)
+
+
+def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
+    """The image with `skew` undone about its centre (cubic spline, edges extended): the inverse
+    of degrade._scan's rotation and shear."""
+    a = math.radians(skew.rotation_deg or 0.0)
+    rotate = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    forward = rotate @ np.array([[1.0, 0.0], [skew.shear, 1.0]])
+    inverse = np.linalg.inv(forward)
+    h, w = image.shape[:2]
+    centre = np.array([(h - 1) / 2, (w - 1) / 2])
+    offset = centre - inverse @ centre
+    channels = image[..., None] if image.ndim == 2 else image
+    out = np.stack(
+        [
+            ndimage.affine_transform(
+                channels[..., c].astype(np.float32), inverse, offset, order=3, mode="nearest"
+            )
+            for c in range(channels.shape[2])
+        ],
+        axis=-1,
+    )
+    out = np.clip(np.rint(out), 0, 255).astype(image.dtype)
+    return out[..., 0] if image.ndim == 2 else out
+
+
+def _family_tilt(ink: np.ndarray) -> tuple[float, float, int] | None:
+    """(d row / d col of the long near-horizontal lines, its standard error, lines fitted), or
+    None where there is no long line."""
+    height, width = ink.shape
+    cols = np.arange(width) - (width - 1) / 2
+    strip_of = np.minimum(np.arange(width) * STRIPS // width, STRIPS - 1)
+    coarse = np.arange(-SEARCH_DEG, SEARCH_DEG + COARSE_STEP_DEG / 2, COARSE_STEP_DEG)
+    angle = _sharpest(ink, cols, strip_of, coarse)[0]
+    angle, evidence = _sharpest(ink, cols, strip_of, angle + np.linspace(-1, 1, 11) * FINE_SPAN)
+    slope = math.tan(math.radians(angle))
+    noise = 4 * _mad(evidence)
+    peaks = [
+        row
+        for row in range(1, len(evidence) - 1)
+        if evidence[row] > max(noise, 0.25 * evidence.max())
+        and evidence[row] >= evidence[row - 1]
+        and evidence[row] > evidence[row + 1]
+    ]
+    # a projected row counts from the lowest one: at the centre column it is this much lower
+    lowest = abs(slope) * (width - 1) / 2
+    # the lines' centres are measured on the ink smoothed along them (noise and grain average out,
+    # a near-horizontal line does not move) and a little across (a steadier peak)
+    smooth = ndimage.gaussian_filter(ink, (1.0, 3.0))
+    fits = [_fit_line(smooth, cols, row - lowest, slope) for row in peaks]
+    # a fit far from the tilt the long lines agree on followed something else (a label, a curve)
+    tolerance = math.tan(math.radians(2 * FINE_SPAN))
+    fits = [fit for fit in fits if fit is not None and abs(fit[0] - slope) <= tolerance]
+    if not fits:
+        return None
+    slopes = np.array([fit[0] for fit in fits])
+    errors = np.array([fit[1] for fit in fits])
+    keep = np.abs(slopes - np.median(slopes)) <= 3 * np.maximum(errors, _mad(slopes))
+    weights = 1 / np.square(errors[keep])
+    pooled = float(np.sum(weights * slopes[keep]) / weights.sum())
+    return pooled, float(1 / math.sqrt(weights.sum())), int(keep.sum())
+
+
+def _sharpest(ink, cols, strip_of, angles) -> tuple[float, np.ndarray]:
+    """(the angle among `angles` whose long lines are sharpest, its line evidence per row)."""
+    best = None
+    for angle in angles:
+        evidence = _long_line_evidence(ink, cols, strip_of, math.tan(math.radians(angle)))
+        # lines are narrow peaks over a background that varies slowly from row to row (texture,
+        # text, a tinted plot area): only the peaks, whose height the right tilt maximises
+        evidence = evidence - ndimage.gaussian_filter1d(evidence, 4)
+        score = float(np.square(evidence).sum())
+        if best is None or score > best[0]:
+            best = (score, float(angle), evidence)
+    return best[1], best[2]
+
+
+def _long_line_evidence(ink, cols, strip_of, slope) -> np.ndarray:
+    """Per projected row (1 px bins, each pixel split between its two), the ink of its
+    (LINE_GAPS + 1)-th weakest strip: high only where a line runs across most strips."""
+    height, width = ink.shape
+    rows = np.arange(height)[:, None] - slope * cols[None, :]
+    rows = rows - rows.min()
+    low = np.floor(rows)
+    upper = (rows - low).ravel()
+    low = low.astype(np.int64).ravel()
+    bins = int(low.max()) + 2
+    index = np.broadcast_to(strip_of[None, :], ink.shape).ravel() * bins
+    weights = ink.ravel()
+    size = STRIPS * bins
+    profile = np.bincount(index + low, weights * (1 - upper), size)
+    profile += np.bincount(index + low + 1, weights * upper, size)
+    per_strip = profile.reshape(STRIPS, bins) / np.bincount(strip_of, minlength=STRIPS)[:, None]
+    return np.sort(per_strip, axis=0)[LINE_GAPS]
+
+
+def _fit_line(ink, cols, row0, slope) -> tuple[float, float] | None:
+    """(slope, its standard error) of a robust straight fit through the sub-pixel centres of the
+    line that runs through row `row0` at the centre column with about this slope. The first fit
+    is the repeated median (scipy's siegelslopes: half the columns may be a tick, a label or a
+    crossing curve), then least squares on the columns within 3 robust deviations of it."""
+    height, width = ink.shape
+    offsets = np.arange(-HALF_WINDOW, HALF_WINDOW + 1)
+    fitted = (slope, row0)
+    for _ in range(2):  # centre the window on the line, then measure again there
+        rows = np.rint(fitted[1] + fitted[0] * cols).astype(np.int64)[None, :] + offsets[:, None]
+        inside = (rows >= 0).all(axis=0) & (rows < height).all(axis=0)
+        profile = ink[np.clip(rows, 0, height - 1), np.arange(width)[None, :]]
+        # the line's own peak, nearest the window's centre (a curve or label beside the line
+        # is another peak): its sub-pixel top from a parabola through it and its neighbours
+        near = HALF_WINDOW + np.argmax(profile[HALF_WINDOW - 2 : HALF_WINDOW + 3], axis=0) - 2
+        top, below, above = (profile[near + k, np.arange(width)] for k in (0, -1, 1))
+        curvature = below - 2 * top + above
+        step = np.where(curvature < 0, 0.5 * (below - above) / np.minimum(curvature, -1e-9), 0.0)
+        centroid = rows[0] + near + np.clip(step, -0.5, 0.5)
+        height_over = top - profile.min(axis=0)
+        is_peak = (top >= below) & (top >= above)
+        strong = inside & is_peak & (height_over > 0.5 * np.median(height_over[inside]))
+        if strong.sum() < MIN_COLUMNS:
+            return None
+        x, y = cols[strong], centroid[strong]
+        fitted = siegelslopes(y, x)
+    residual = y - (fitted[1] + fitted[0] * x)
+    keep = np.abs(residual) <= max(3 * _mad(residual), 0.05)
+    if keep.sum() < MIN_COLUMNS:
+        return None
+    line = np.polyfit(x[keep], y[keep], 1)
+    residual = y[keep] - np.polyval(line, x[keep])
+    spread = np.sqrt(np.sum(np.square(x[keep] - x[keep].mean())))
+    se = float(np.std(residual, ddof=2) / max(spread, 1e-9))
+    return float(line[0]), max(se, 1e-6)
+
+
+def _mad(values: np.ndarray) -> float:
+    """The median absolute deviation, scaled to a normal's standard deviation."""
+    return float(1.4826 * np.median(np.abs(values - np.median(values))))
