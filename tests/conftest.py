@@ -63,11 +63,11 @@ def pytest_sessionfinish(session) -> None:
     started none leaves alone one that another run is using."""
     if hasattr(session.config, "workerinput"):
         return
-    from test_slurm import FIRST_JOB, stop_cluster
+    from test_slurm import STARTED_HERE, stop_cluster
 
     engines = session.config._tmp_path_factory.getbasetemp() / "engines"
     stop_engines(engines)
-    if (engines / FIRST_JOB).exists():
+    if (engines / STARTED_HERE).exists():
         stop_cluster()
 
 
@@ -270,11 +270,11 @@ def _start_engines(root: Path) -> None:
     """Starts both builds in the background, each in its own process group, its exit status
     written to <engine>.exit when it ends."""
     from test_engines import ENV, make_project
-    from test_slurm import FIRST_JOB, SLURM, next_job, start_cluster
+    from test_slurm import SLURM, STARTED_HERE, start_cluster
 
     root.mkdir(parents=True, exist_ok=True)
     start_cluster()
-    (root / FIRST_JOB).write_text(str(next_job()))
+    (root / STARTED_HERE).touch()
     # each Snakemake job logs the modules it imports (Python's -X importtime, exported to the
     # job), for test_engines to hold them to the stage's code deps
     commands = {

@@ -42,7 +42,7 @@ SITE = [
 # four jobs in flight: the levels' jobs are submitted together, and the plugin, which polls less
 # often the longer no job ends, finds them ended in one poll
 SLURM = ("snakemake", "--profile", "workflow/profiles/slurm", "--jobs", "4", "--cores", "1", *SITE)
-FIRST_JOB = "slurm_first_job"  # beside the engines' builds: the first job their Snakemake build ran
+STARTED_HERE = "slurm_started"  # beside the engines' builds: this run started the cluster
 RUNNING = Path("/tmp/linefuse-slurm/slurmctld.pid")  # the script's scratch folder
 
 
@@ -56,37 +56,28 @@ def stop_cluster() -> None:
         subprocess.run([str(CLUSTER), "stop"], capture_output=True, text=True, check=True)
 
 
-def jobs_since(first: int) -> dict[str, dict[str, str]]:
-    """{rule or rule/level: scontrol's record} of every job numbered `first` or later, as SLURM
-    keeps them (MinJobAge: an hour), the last of each rule winning; the plugin names each job's
-    rule and wildcards in its comment."""
+def jobs_in(project: Path, first: int = 0) -> dict[str, dict[str, str]]:
+    """{rule or rule/level: scontrol's record} of every job run in `project` (its working
+    folder: the jobs of other tests running beside this one are not its), numbered `first` or
+    later, as SLURM keeps them (MinJobAge: an hour), the last of each rule winning; the plugin
+    names each job's rule and wildcards in its comment."""
     shown = subprocess.run(
         ["scontrol", "-o", "show", "job"], capture_output=True, text=True, check=True
     ).stdout
+    records = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in shown.splitlines()]
     found = {}
-    for line in shown.splitlines():
-        record = dict(re.findall(r"(\w+)=(\S+)", line))
-        if int(record["JobId"]) >= first and record.get("Comment", "").startswith("rule_"):
+    for record in sorted(records, key=lambda record: int(record["JobId"])):
+        mine = record.get("WorkDir") == str(project) and int(record["JobId"]) >= first
+        if mine and record.get("Comment", "").startswith("rule_"):
             rule, _, level = record["Comment"].removeprefix("rule_").partition("_wildcards_")
             found[f"{rule}/{level}" if level else rule] = record
     return found
 
 
-def next_job() -> int:
-    """The number SLURM gives the next job (one past the highest it holds)."""
-    shown = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-o", "%i"], capture_output=True, text=True
-    )
-    held = [int(job) for job in shown.stdout.split()]
-    return max(held, default=0) + 1
-
-
 @pytest.fixture(scope="session")
 def slurm_build(snakemake_build):
     """The engines' Snakemake build (made through sbatch) and its jobs as SLURM recorded them."""
-    project = snakemake_build
-    first = int((project.parent / FIRST_JOB).read_text())
-    return project, jobs_since(first)
+    return snakemake_build, jobs_in(snakemake_build)
 
 
 @pytest.mark.engines
@@ -107,9 +98,8 @@ def test_every_stage_runs_as_a_slurm_job_to_the_local_bytes(slurm_build, dvc_bui
         assert "gres" not in shown.get("TRES", ""), rule  # no GPU asked of a GPU-less cluster
     assert outputs(project) == outputs(dvc_build)  # DVC's build
     project = copy_project(project, tmp_path / "again")
-    first = next_job()
     again = run(project, *SLURM)
-    assert not jobs_since(first) and "Nothing to be done" in again
+    assert not jobs_in(project) and "Nothing to be done" in again
 
 
 @pytest.mark.engines
@@ -125,7 +115,6 @@ def test_a_cancelled_training_job_is_named_and_a_rerun_resumes_it_to_the_same_by
     expected = outputs(built)
     shutil.rmtree(project / adapter)
     output = tmp_path / "cancelled.log"
-    first = next_job()
     with output.open("w") as sink:
         process = subprocess.Popen(
             [*SLURM, adapter],
@@ -140,7 +129,7 @@ def test_a_cancelled_training_job_is_named_and_a_rerun_resumes_it_to_the_same_by
     while not (job_log.is_file() and paused in job_log.read_text()):
         assert process.poll() is None, output.read_text()
         time.sleep(0.2)
-    job = jobs_since(first)["train/medium"]["JobId"]
+    job = jobs_in(project)["train/medium"]["JobId"]
     subprocess.run(["scancel", job], check=True)
     try:
         assert process.wait(timeout=300) != 0
@@ -151,9 +140,9 @@ def test_a_cancelled_training_job_is_named_and_a_rerun_resumes_it_to_the_same_by
     assert re.search(rf"Error in rule train:.*\n(.*\n)*?.*{job}", said), said[-3000:]
     assert "logs/snakemake/train/medium.log" in said
     assert not (project / adapter).exists()  # absent, never half-written
-    first = next_job()
     run(project, *SLURM, "--rerun-incomplete", adapter)
-    assert "resuming from" in job_log.read_text() and "train/medium" in jobs_since(first)
+    assert "resuming from" in job_log.read_text()
+    assert jobs_in(project, int(job) + 1)["train/medium"]["JobState"] == "COMPLETED"
     assert {k: v for k, v in outputs(project).items() if k.startswith(adapter)} == {
         k: v for k, v in expected.items() if k.startswith(adapter)
     }
