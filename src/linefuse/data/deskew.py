@@ -5,12 +5,14 @@ the target is the straight chart, and a UNet that sees a tile cannot learn a pag
 chart's frame, axes and grid are long lines in two directions: the horizontal ones tilt by the
 rotation, the vertical ones by the rotation plus the shear.
 
-Each family is found in two passes. Coarse: the ink is projected onto a tilted axis in vertical
-strips, and a line must be dark in most strips at once (a curve crosses a row in a few strips
-only, a spine or grid line in all of them); the tilt whose long lines are sharpest wins, over
-+-SEARCH_DEG. Fine: along each long line found, the line's sub-pixel centre in every column
-(the top of its own peak), and a robust straight fit through those centres; the lines' slopes,
-pooled by their standard errors, give the family's tilt below the coarse step.
+Each family is found from its edges (rising and falling apart: a dark or white line is one of
+each, the border of a tinted plot area one) in two passes. Coarse: the edges are projected onto
+a tilted axis in vertical strips, and an edge must be strong in most strips at once (a curve
+crosses a row in a few strips only, a spine, grid line or plot border in all of them); the tilt
+whose long edges are sharpest wins, over +-SEARCH_DEG. Fine: along each long edge found, its
+sub-pixel position in every column (the top of its own peak), and a robust straight fit through
+those; the edges' slopes, pooled by their standard errors, give the family's tilt below the
+coarse step.
 
 Our own rather than scikit-image's Hough or Radon transforms, OpenCV, `deskew` or `jdeskew`:
 those vote over the whole image's ink, where a chart's curves outweigh its frame, and resolve
@@ -35,6 +37,7 @@ STRIPS = 8  # a long line is dark in all but LINE_GAPS of these strips of the im
 LINE_GAPS = 2
 HALF_WINDOW = 4  # rows each side of a line where its sub-pixel centre is measured
 MIN_COLUMNS = 40  # fewer columns than this along a line: no fit
+MAX_SHEAR = 0.02  # a scanner's shear is smaller: two families further from square are not a frame
 # `auto` undoes a skew only when it moves the chart's corners by this much (less is within what
 # resampling itself costs), and when the rotation's standard error is at most this
 NEGLIGIBLE_PX = 0.3
@@ -45,7 +48,7 @@ CONFIDENT_SE_DEG = 0.05
 class Skew:
     """A scan's geometry as degrade._scan draws it: `rotation_deg`, and `shear` (col += shear *
     row); `rotation_se_deg` its standard error; `lines` how many (horizontal, vertical) lines
-    were fitted. No horizontal line: nothing found (rotation None). No vertical one: shear 0."""
+    were fitted. Nothing found: rotation None."""
 
     rotation_deg: float | None
     shear: float
@@ -69,36 +72,27 @@ class Skew:
         )
 
 
-def line_contrast(image: np.ndarray) -> np.ndarray:
-    """Thin lines against the local background, either way: black top-hat plus white top-hat of
-    the gray image (dark spines and curves on paper, and white grid lines on a tinted plot area,
-    stand out; the paper's shading and large areas do not), float32 in [0, 1]."""
-    gray = image.astype(np.float32).mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
-    gray = gray / 255.0
-    closed = ndimage.grey_closing(gray, size=(9, 9))
-    opened = ndimage.grey_opening(gray, size=(9, 9))
-    return (closed - gray) + (gray - opened)
-
-
 def estimate(image: np.ndarray) -> Skew:
-    """The scan geometry of an RGB (or gray) uint8 chart, from its long lines."""
-    ink = line_contrast(image)
-    horizontal = _family_tilt(ink)
-    if horizontal is None:
-        return Skew(None, 0.0, math.inf, (0, 0))
-    rows_per_col, se, count = horizontal
+    """The scan geometry of an RGB (or gray) uint8 chart, from its long lines. Both families must
+    be found, at right angles up to MAX_SHEAR (a frame, axes or grid are; a curve's flat
+    stretch, or a legend's box beside a label, need not be): else nothing is found."""
+    gray = image.astype(np.float32).mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
+    gray = ndimage.gaussian_filter(gray / 255.0, 1.0)
+    horizontal = _family_tilt(_edge_maps(gray))
+    vertical = _family_tilt(_edge_maps(gray.T))
+    lines = (horizontal[2] if horizontal else 0, vertical[2] if vertical else 0)
+    if horizontal is None or vertical is None:
+        return Skew(None, 0.0, math.inf, lines)
     # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
     # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
-    vertical = _family_tilt(ink.T)
-    tan_a = rows_per_col
-    shear = 0.0
-    if vertical is not None:
-        for _ in range(2):
-            shear = -vertical[0] - tan_a
-            tan_a = rows_per_col / (1 + rows_per_col * shear)
-    rotation = math.degrees(math.atan(tan_a))
-    lines = (count, vertical[2] if vertical else 0)
-    return Skew(rotation, shear, math.degrees(se), lines)
+    rows_per_col, se, _ = horizontal
+    tan_a, shear = rows_per_col, 0.0
+    for _ in range(2):
+        shear = -vertical[0] - tan_a
+        tan_a = rows_per_col / (1 + rows_per_col * shear)
+    if abs(shear) > MAX_SHEAR:
+        return Skew(None, 0.0, math.inf, lines)
+    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), lines)
 
 
 def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
@@ -125,31 +119,37 @@ def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
     return out[..., 0] if image.ndim == 2 else out
 
 
-def _family_tilt(ink: np.ndarray) -> tuple[float, float, int] | None:
-    """(d row / d col of the long near-horizontal lines, its standard error, lines fitted), or
+def _edge_maps(gray: np.ndarray) -> list[np.ndarray]:
+    """The rising and the falling edges across rows (a dark line is one of each, the border of a
+    tinted plot area one), as two non-negative maps."""
+    change = ndimage.sobel(gray, axis=0) / 4
+    return [np.maximum(change, 0), np.maximum(-change, 0)]
+
+
+def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
+    """(d row / d col of the long near-horizontal edges, its standard error, edges fitted), or
     None where there is no long line."""
-    height, width = ink.shape
+    height, width = edges[0].shape
     cols = np.arange(width) - (width - 1) / 2
     strip_of = np.minimum(np.arange(width) * STRIPS // width, STRIPS - 1)
     coarse = np.arange(-SEARCH_DEG, SEARCH_DEG + COARSE_STEP_DEG / 2, COARSE_STEP_DEG)
-    angle = _sharpest(ink, cols, strip_of, coarse)[0]
-    angle, evidence = _sharpest(ink, cols, strip_of, angle + np.linspace(-1, 1, 11) * FINE_SPAN)
+    angle = _sharpest(edges, cols, strip_of, coarse)[0]
+    angle, evidences = _sharpest(edges, cols, strip_of, angle + np.linspace(-1, 1, 11) * FINE_SPAN)
     slope = math.tan(math.radians(angle))
-    noise = 4 * _mad(evidence)
-    peaks = [
-        row
-        for row in range(1, len(evidence) - 1)
-        if evidence[row] > max(noise, 0.25 * evidence.max())
-        and evidence[row] >= evidence[row - 1]
-        and evidence[row] > evidence[row + 1]
-    ]
-    # a projected row counts from the lowest one: at the centre column it is this much lower
     lowest = abs(slope) * (width - 1) / 2
-    # the lines' centres are measured on the ink smoothed along them (noise and grain average out,
-    # a near-horizontal line does not move) and a little across (a steadier peak)
-    smooth = ndimage.gaussian_filter(ink, (1.0, 3.0))
-    fits = [_fit_line(smooth, cols, row - lowest, slope) for row in peaks]
-    # a fit far from the tilt the long lines agree on followed something else (a label, a curve)
+    top = max(float(e.max()) for e in evidences)
+    fits = []
+    for edge, evidence in zip(edges, evidences, strict=True):
+        noise = 4 * _mad(evidence)
+        peaks = [
+            row
+            for row in range(1, len(evidence) - 1)
+            if evidence[row] > max(noise, 0.25 * top)
+            and evidence[row] >= evidence[row - 1]
+            and evidence[row] > evidence[row + 1]
+        ]
+        smooth = ndimage.gaussian_filter1d(edge, 3.0, axis=1)
+        fits += [_fit_line(smooth, cols, row - lowest, slope) for row in peaks]
     tolerance = math.tan(math.radians(2 * FINE_SPAN))
     fits = [fit for fit in fits if fit is not None and abs(fit[0] - slope) <= tolerance]
     if not fits:
@@ -162,32 +162,33 @@ def _family_tilt(ink: np.ndarray) -> tuple[float, float, int] | None:
     return pooled, float(1 / math.sqrt(weights.sum())), int(keep.sum())
 
 
-def _sharpest(ink, cols, strip_of, angles) -> tuple[float, np.ndarray]:
-    """(the angle among `angles` whose long lines are sharpest, its line evidence per row)."""
+def _sharpest(edges, cols, strip_of, angles) -> tuple[float, list[np.ndarray]]:
+    """(the angle among `angles` whose long edges are sharpest, their evidence per row)."""
     best = None
     for angle in angles:
-        evidence = _long_line_evidence(ink, cols, strip_of, math.tan(math.radians(angle)))
-        # lines are narrow peaks over a background that varies slowly from row to row (texture,
-        # text, a tinted plot area): only the peaks, whose height the right tilt maximises
-        evidence = evidence - ndimage.gaussian_filter1d(evidence, 4)
-        score = float(np.square(evidence).sum())
+        evidences = []
+        for edge in edges:
+            evidence = _long_line_evidence(edge, cols, strip_of, math.tan(math.radians(angle)))
+            evidence = ndimage.gaussian_filter1d(evidence, 1.0)
+            evidences.append(evidence - ndimage.gaussian_filter1d(evidence, 4))
+        score = float(sum(np.square(e).sum() for e in evidences))
         if best is None or score > best[0]:
-            best = (score, float(angle), evidence)
+            best = (score, float(angle), evidences)
     return best[1], best[2]
 
 
-def _long_line_evidence(ink, cols, strip_of, slope) -> np.ndarray:
-    """Per projected row (1 px bins, each pixel split between its two), the ink of its
+def _long_line_evidence(edge, cols, strip_of, slope) -> np.ndarray:
+    """Per projected row (1 px bins, each pixel split between its two), the edge of its
     (LINE_GAPS + 1)-th weakest strip: high only where a line runs across most strips."""
-    height, width = ink.shape
+    height, width = edge.shape
     rows = np.arange(height)[:, None] - slope * cols[None, :]
     rows = rows - rows.min()
     low = np.floor(rows)
     upper = (rows - low).ravel()
     low = low.astype(np.int64).ravel()
     bins = int(low.max()) + 2
-    index = np.broadcast_to(strip_of[None, :], ink.shape).ravel() * bins
-    weights = ink.ravel()
+    index = np.broadcast_to(strip_of[None, :], edge.shape).ravel() * bins
+    weights = edge.ravel()
     size = STRIPS * bins
     profile = np.bincount(index + low, weights * (1 - upper), size)
     profile += np.bincount(index + low + 1, weights * upper, size)
@@ -195,18 +196,18 @@ def _long_line_evidence(ink, cols, strip_of, slope) -> np.ndarray:
     return np.sort(per_strip, axis=0)[LINE_GAPS]
 
 
-def _fit_line(ink, cols, row0, slope) -> tuple[float, float] | None:
+def _fit_line(edge, cols, row0, slope) -> tuple[float, float] | None:
     """(slope, its standard error) of a robust straight fit through the sub-pixel centres of the
     line that runs through row `row0` at the centre column with about this slope. The first fit
     is the repeated median (scipy's siegelslopes: half the columns may be a tick, a label or a
     crossing curve), then least squares on the columns within 3 robust deviations of it."""
-    height, width = ink.shape
+    height, width = edge.shape
     offsets = np.arange(-HALF_WINDOW, HALF_WINDOW + 1)
     fitted = (slope, row0)
     for _ in range(2):  # centre the window on the line, then measure again there
         rows = np.rint(fitted[1] + fitted[0] * cols).astype(np.int64)[None, :] + offsets[:, None]
         inside = (rows >= 0).all(axis=0) & (rows < height).all(axis=0)
-        profile = ink[np.clip(rows, 0, height - 1), np.arange(width)[None, :]]
+        profile = edge[np.clip(rows, 0, height - 1), np.arange(width)[None, :]]
         # the line's own peak, nearest the window's centre (a curve or label beside the line
         # is another peak): its sub-pixel top from a parabola through it and its neighbours
         near = HALF_WINDOW + np.argmax(profile[HALF_WINDOW - 2 : HALF_WINDOW + 3], axis=0) - 2
