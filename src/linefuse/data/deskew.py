@@ -121,8 +121,10 @@ def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
 
 def _edge_maps(gray: np.ndarray) -> list[np.ndarray]:
     """The rising and the falling edges across rows (a dark line is one of each, the border of a
-    tinted plot area one), as two non-negative maps."""
+    tinted plot area one), as two non-negative maps; what is within the noise (a robust
+    deviation of the change) is 0, so that the search projects only the pixels that matter."""
     change = ndimage.sobel(gray, axis=0) / 4
+    change[np.abs(change) <= _mad(change)] = 0.0
     return [np.maximum(change, 0), np.maximum(-change, 0)]
 
 
@@ -131,10 +133,10 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
     None where there is no long line."""
     height, width = edges[0].shape
     cols = np.arange(width) - (width - 1) / 2
-    strip_of = np.minimum(np.arange(width) * STRIPS // width, STRIPS - 1)
+    points = [_Points.of(edge) for edge in edges]
     coarse = np.arange(-SEARCH_DEG, SEARCH_DEG + COARSE_STEP_DEG / 2, COARSE_STEP_DEG)
-    angle = _sharpest(edges, cols, strip_of, coarse)[0]
-    angle, evidences = _sharpest(edges, cols, strip_of, angle + np.linspace(-1, 1, 11) * FINE_SPAN)
+    angle = _sharpest(points, coarse)[0]
+    angle, evidences = _sharpest(points, angle + np.linspace(-1, 1, 11) * FINE_SPAN)
     slope = math.tan(math.radians(angle))
     lowest = abs(slope) * (width - 1) / 2
     top = max(float(e.max()) for e in evidences)
@@ -162,13 +164,13 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
     return pooled, float(1 / math.sqrt(weights.sum())), int(keep.sum())
 
 
-def _sharpest(edges, cols, strip_of, angles) -> tuple[float, list[np.ndarray]]:
+def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:
     """(the angle among `angles` whose long edges are sharpest, their evidence per row)."""
     best = None
     for angle in angles:
         evidences = []
-        for edge in edges:
-            evidence = _long_line_evidence(edge, cols, strip_of, math.tan(math.radians(angle)))
+        for edge in points:
+            evidence = _long_line_evidence(edge, math.tan(math.radians(angle)))
             evidence = ndimage.gaussian_filter1d(evidence, 1.0)
             evidences.append(evidence - ndimage.gaussian_filter1d(evidence, 4))
         score = float(sum(np.square(e).sum() for e in evidences))
@@ -177,22 +179,41 @@ def _sharpest(edges, cols, strip_of, angles) -> tuple[float, list[np.ndarray]]:
     return best[1], best[2]
 
 
-def _long_line_evidence(edge, cols, strip_of, slope) -> np.ndarray:
+@dataclass(frozen=True)
+class _Points:
+    """An edge map's non-zero pixels: row, column from the centre, strip, weight; and per strip
+    its column count. The search projects these, not the whole image."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    strips: np.ndarray
+    weights: np.ndarray
+    strip_columns: np.ndarray
+    shape: tuple[int, int]
+
+    @classmethod
+    def of(cls, edge: np.ndarray) -> _Points:
+        height, width = edge.shape
+        strip_of = np.minimum(np.arange(width) * STRIPS // width, STRIPS - 1)
+        rows, cols = np.nonzero(edge)
+        centred = cols - (width - 1) / 2
+        columns = np.bincount(strip_of, minlength=STRIPS)
+        return cls(rows, centred, strip_of[cols], edge[rows, cols], columns, edge.shape)
+
+
+def _long_line_evidence(points: _Points, slope: float) -> np.ndarray:
     """Per projected row (1 px bins, each pixel split between its two), the edge of its
     (LINE_GAPS + 1)-th weakest strip: high only where a line runs across most strips."""
-    height, width = edge.shape
-    rows = np.arange(height)[:, None] - slope * cols[None, :]
-    rows = rows - rows.min()
-    low = np.floor(rows)
-    upper = (rows - low).ravel()
-    low = low.astype(np.int64).ravel()
-    bins = int(low.max()) + 2
-    index = np.broadcast_to(strip_of[None, :], edge.shape).ravel() * bins
-    weights = edge.ravel()
+    height, width = points.shape
+    projected = points.rows - slope * points.cols + abs(slope) * (width - 1) / 2
+    low = np.floor(projected)
+    upper = projected - low
+    bins = height + int(math.ceil(abs(slope) * (width - 1))) + 2
+    index = points.strips * bins + low.astype(np.int64)
     size = STRIPS * bins
-    profile = np.bincount(index + low, weights * (1 - upper), size)
-    profile += np.bincount(index + low + 1, weights * upper, size)
-    per_strip = profile.reshape(STRIPS, bins) / np.bincount(strip_of, minlength=STRIPS)[:, None]
+    profile = np.bincount(index, points.weights * (1 - upper), size)
+    profile += np.bincount(index + 1, points.weights * upper, size)
+    per_strip = profile.reshape(STRIPS, bins) / points.strip_columns[:, None]
     return np.sort(per_strip, axis=0)[LINE_GAPS]
 
 
