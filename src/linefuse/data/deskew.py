@@ -228,6 +228,8 @@ def _fit_line(edge, cols, row0, slope) -> tuple[float, float] | None:
     for _ in range(2):  # centre the window on the line, then measure again there
         rows = np.rint(fitted[1] + fitted[0] * cols).astype(np.int64)[None, :] + offsets[:, None]
         inside = (rows >= 0).all(axis=0) & (rows < height).all(axis=0)
+        if inside.sum() < MIN_COLUMNS:  # the line leaves the image: too little of it to fit
+            return None
         profile = edge[np.clip(rows, 0, height - 1), np.arange(width)[None, :]]
         # the line's own peak, nearest the window's centre (a curve or label beside the line
         # is another peak): its sub-pixel top from a parabola through it and its neighbours

@@ -1,0 +1,69 @@
+"""The scan-geometry estimator (data/deskew.py): it reads a rotation and shear it was shown, leaves
+what is not skewed alone, and its undo inverts the scan's geometry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from linefuse.data import deskew
+from linefuse.data.charts import draw_chart
+from linefuse.params import load_params
+
+from conftest import ROOT
+
+CHARTS = load_params(ROOT / "params.yaml").data.charts
+FRAMED = [2, 6]  # a default chart with a full frame (plain) and one with two spines (classic)
+
+
+def scanned(image: np.ndarray, rotation_deg: float, shear: float) -> np.ndarray:
+    """The scan's geometry as degrade._scan applies it (rotation and shear about the centre)."""
+    a = math.radians(rotation_deg)
+    matrix = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]]) @ np.array(
+        [[1.0, 0.0], [shear, 1.0]]
+    )
+    centre = np.array([(image.shape[0] - 1) / 2, (image.shape[1] - 1) / 2])
+    offset = centre - matrix @ centre
+    channels = image.astype(np.float32)
+    out = [
+        ndimage.affine_transform(channels[..., c], matrix, offset, order=1, mode="nearest")
+        for c in range(3)
+    ]
+    return np.clip(np.rint(np.stack(out, axis=-1)), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("index", FRAMED)
+@pytest.mark.parametrize("rotation_deg", [3.0, -3.0])
+def test_a_chart_turned_3_degrees_and_sheared_is_read_to_hundredths(index, rotation_deg):
+    sharp, _, _ = draw_chart(CHARTS, index)
+    skew = deskew.estimate(scanned(sharp, rotation_deg, 0.01))
+    assert skew.rotation_deg == pytest.approx(rotation_deg, abs=0.05), skew
+    assert skew.shear == pytest.approx(0.01, abs=0.002), skew
+    assert skew.confident(sharp.shape)
+
+
+@pytest.mark.parametrize("index", FRAMED)
+def test_a_straight_chart_is_left_alone(index):
+    sharp, _, _ = draw_chart(CHARTS, index)
+    skew = deskew.estimate(sharp)
+    assert abs(skew.rotation_deg) < 0.01 and not skew.confident(sharp.shape), skew
+
+
+def test_a_blank_page_and_a_photo_have_no_lines():
+    rng = np.random.default_rng(0)
+    blank = np.full((200, 300, 3), 250, np.uint8)
+    photo = ndimage.gaussian_filter(rng.uniform(0, 255, (200, 300, 3)), (6, 6, 0)).astype(np.uint8)
+    for image in (blank, photo):
+        skew = deskew.estimate(image)
+        assert skew.rotation_deg is None and not skew.confident(image.shape), skew
+
+
+def test_undo_inverts_the_scan_geometry():
+    sharp, _, _ = draw_chart(CHARTS, FRAMED[0])
+    back = deskew.undo(scanned(sharp, 0.8, 0.015), deskew.Skew(0.8, 0.015, 0.0, (1, 1)))
+    inner = (slice(10, -10), slice(10, -10))  # the corners were outside the turned page
+    error = np.abs(back[inner].astype(int) - sharp[inner].astype(int))
+    assert np.mean(error) < 4.0  # resampled twice, not moved: a shift of a pixel costs ~10x
