@@ -63,7 +63,12 @@ def test_a_blank_page_and_a_photo_have_no_lines():
 
 def test_undo_inverts_the_scan_geometry():
     sharp, _, _ = draw_chart(CHARTS, FRAMED[0])
-    back = deskew.undo(scanned(sharp, 0.8, 0.015), deskew.Skew(0.8, 0.015, 0.0, (1, 1)))
+    turned = scanned(sharp, 0.8, 0.015)
+    back = deskew.undo(turned, deskew.Skew(0.8, 0.015, 0.0, (1, 1)))
     inner = (slice(10, -10), slice(10, -10))  # the corners were outside the turned page
-    error = np.abs(back[inner].astype(int) - sharp[inner].astype(int))
-    assert np.mean(error) < 4.0  # resampled twice, not moved: a shift of a pixel costs ~10x
+
+    def error(image: np.ndarray) -> float:
+        return float(np.mean(np.abs(image[inner].astype(int) - sharp[inner].astype(int))))
+
+    # what is left is two resamplings' blur, a third of what the geometry itself costs
+    assert error(back) < error(turned) / 3, (error(back), error(turned))
