@@ -14,7 +14,7 @@ from safetensors import safe_open
 from linefuse import paths
 from linefuse.evaluate import base_window
 from linefuse.evaluate.base_window import verdict
-from linefuse.train.window import load_state, summarise
+from linefuse.train.window import load_state, measured_setting, summarise
 
 from conftest import ROOT, built_once, run_cli, shared_folder, tiny_params, write_params
 
@@ -184,3 +184,12 @@ def test_landing_a_window_adds_its_ledger_row_keeps_its_state_and_ships_only_if_
     assert after == (offered if row["shipped"] else before)
     card = (zoo / SHIPPED.name / "README.md").read_text()
     assert f"| 1 | {row['date']} | {row['device']} |" in card and "make base-window" in card
+
+
+def test_a_setting_measured_on_one_gpu_holds_for_another_on_its_die():
+    h100 = {"batch": 4096, "compiled": True}
+    tuned = {"NVIDIA H100 80GB HBM3": h100, "CPU Intel(R) Xeon(R)": {"batch": 64}}
+    assert measured_setting(tuned, "NVIDIA H100 80GB HBM3") is h100
+    assert measured_setting(tuned, "NVIDIA H200") is h100  # the same GH100 die
+    assert measured_setting(tuned, "NVIDIA A100-SXM4-80GB") is None
+    assert measured_setting(tuned, "CPU AMD EPYC 9654") is None

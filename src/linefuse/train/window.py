@@ -48,6 +48,9 @@ CANDIDATE_DIR = "candidate"
 STEP_LOG = "steps.jsonl"
 # dense bf16 tensor-core peak, FLOP/s, by GPU name (NVIDIA's data sheets, SXM parts)
 BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
+# the die under each GPU name: a setting measured on one name holds for the others on its die
+# (an H200 is an H100's GH100 with more and faster memory), so its window need not tune again
+CHIP = {"H100": "GH100", "H200": "GH100", "A100": "GA100"}
 
 
 @dataclass
@@ -362,9 +365,10 @@ class Trainer:
             log.info("base-window: tune %s: %.0f pairs/s", setting, rate)
             return rate
 
-        known = self.state.tuned.get(self.device_name())
+        known = measured_setting(self.state.tuned, self.device_name())
         if known is not None:  # measured on this kind of device by an earlier window
             trial(Setting(**known))
+            self.state.tuned.setdefault(self.device_name(), known)
             return table
         rates = {s: trial(s) for s in (replace(best, batch=b) for b in window.batch_sizes)}
         best = max(rates, key=rates.get)
@@ -387,6 +391,23 @@ class Trainer:
         if self.device.type == "cuda":
             return torch.cuda.get_device_name(self.device)
         return f"CPU {cpu_model()}"
+
+
+def measured_setting(tuned: dict[str, dict], name: str) -> dict | None:
+    """The setting an earlier window measured on device `name`, or on another GPU on its die."""
+    if name in tuned:
+        return tuned[name]
+    chip = next((die for key, die in CHIP.items() if key in name), None)
+    for other, setting in tuned.items():
+        if chip is not None and chip == next((d for k, d in CHIP.items() if k in other), None):
+            log.info(
+                "base-window: %s trains at the setting measured on %s (same die, %s)",
+                name,
+                other,
+                chip,
+            )
+            return setting
+    return None
 
 
 def _step_generator(seed: int, kind: str, step: int) -> torch.Generator:
