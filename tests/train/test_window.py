@@ -14,6 +14,7 @@ from safetensors import safe_open
 from linefuse import paths
 from linefuse.evaluate import base_window
 from linefuse.evaluate.base_window import verdict
+from linefuse.params import Params
 from linefuse.train.window import load_state, measured_setting, summarise
 
 from conftest import ROOT, built_once, run_cli, shared_folder, tiny_params, write_params
@@ -193,3 +194,34 @@ def test_a_setting_measured_on_one_gpu_holds_for_another_on_its_die():
     assert measured_setting(tuned, "NVIDIA H200") is h100  # the same GH100 die
     assert measured_setting(tuned, "NVIDIA A100-SXM4-80GB") is None
     assert measured_setting(tuned, "CPU AMD EPYC 9654") is None
+
+
+def test_scores_made_against_other_shipped_weights_are_made_again(monkeypatch):
+    """A window's own scores stand only while the base it was scored against still ships; after
+    another window lands, base-land restores both models again, here."""
+    calls = []
+    report = {
+        "test": {"mean": 6.0, "low": 5.8, "samples": 5},
+        "held_out": {"mean": 4.0, "low": 3.9, "samples": 5},
+        "sharp": {"worst": 50.0},
+    }
+
+    def fake_score(params, folder, device, charts, read_labels=True):
+        calls.append(folder)
+        return report
+
+    monkeypatch.setattr(base_window, "score_base", fake_score)
+    monkeypatch.setattr(base_window, "scoring_charts", lambda params, workers: [])
+    monkeypatch.setattr(paths, "ZOO_DIR", SHIPPED.parent)
+    params = Params.model_validate(tiny_params())
+    made = {
+        "candidate": report,
+        "shipped": report,
+        "drawn": {"candidate": report, "shipped": report},
+    }
+    digest = base_window.weights_digest(SHIPPED)
+    same = base_window.score_window(params, SHIPPED, "cpu", 1, {**made, "shipped_weights": digest})
+    assert calls == [] and same["shipped_weights"] == digest
+    other = {**made, "shipped_weights": "0" * 64}
+    again = base_window.score_window(params, SHIPPED, "cpu", 1, other)
+    assert len(calls) == 4 and again["shipped_weights"] == digest

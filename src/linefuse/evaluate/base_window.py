@@ -8,11 +8,15 @@ the shipped base's mean) and a sharp chart still comes back at SHARP_FLOOR_DB or
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import shutil
 import time
 from pathlib import Path
+
+from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 
 from linefuse import paths
 from linefuse.evaluate.base_scores import score_base, scoring_charts
@@ -21,6 +25,8 @@ from linefuse.hardware import choose_device
 from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir, write_json
 from linefuse.train.window import CANDIDATE_DIR, STATE_FILE
+
+log = logging.getLogger("linefuse")
 
 SHARP_FLOOR_DB = 45.0  # a sharp chart through the model, worst of the score set
 # data.charts drawn unlike the default data and outside the base's own ranges (thick lines, large
@@ -49,11 +55,18 @@ def score_window(
 ) -> dict:
     """{candidate, shipped: score_base's report; drawn: both on the drawn set; verdict} on one
     draw of each chart set; the parts `scores` already holds (a window's own) are kept, and the
-    missing ones scored here unless `score_missing` is off (then the verdict cannot ship)."""
+    missing ones scored here unless `score_missing` is off (then the verdict cannot ship). Scores
+    made against other shipped weights (a window landed since) are all made again here, so the
+    two models are restored on one device."""
+    shipped = paths.zoo_model(params.base.name)
+    digest = weights_digest(shipped)
     scores = dict(scores or {})
+    if scores and scores.get("shipped_weights") != digest:
+        log.info("base-land: the shipped base changed since the window scored it; scoring anew")
+        scores = {}
+    scores["shipped_weights"] = digest
     if not score_missing:
         scores.setdefault("drawn", None)
-    shipped = paths.zoo_model(params.base.name)
     models = (("candidate", candidate), ("shipped", shipped))
     if not {"candidate", "shipped"} <= set(scores):
         charts = scoring_charts(params, workers)
@@ -67,6 +80,11 @@ def score_window(
         }
     scores["verdict"] = verdict(scores["candidate"], scores["shipped"], scores["drawn"])
     return scores
+
+
+def weights_digest(model: Path) -> str:
+    """sha256 of a model folder's weights: the shipped base a window's scores were made against."""
+    return hashlib.sha256((model / SAFETENSORS_WEIGHTS_NAME).read_bytes()).hexdigest()
 
 
 def verdict(candidate: dict, shipped: dict, drawn: dict | None = None) -> dict:
