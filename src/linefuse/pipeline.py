@@ -137,6 +137,7 @@ STAGES = (
             "degrade.domains",
             *(f"degrade.{domain}.{LEVEL}" for domain in DOMAINS),
             "shards",
+            "eval.deskew",
         ),
         outs=(paths.shards(LEVEL),),
         logs=(paths.shard_metrics(LEVEL),),

@@ -72,3 +72,21 @@ def test_undo_inverts_the_scan_geometry():
 
     # what is left is two resamplings' blur, a third of what the geometry itself costs
     assert error(back) < error(turned) / 3, (error(back), error(turned))
+
+
+def test_straighten_undoes_a_turned_chart_and_passes_the_rest_through():
+    """eval.deskew's step: `auto` and `on` straighten a chart turned by 3 degrees (closer to the
+    straight chart than the input); `auto` passes a straight chart through unchanged, every mode a
+    blank page, and `off` touches nothing."""
+    sharp, _, _ = draw_chart(CHARTS, FRAMED[0])
+    turned = scanned(sharp, 3.0, 0.0)
+    error = np.abs(turned.astype(float) - sharp).mean()
+    for mode in ("auto", "on"):
+        straight = deskew.straighten(turned, mode)
+        assert np.abs(straight.astype(float) - sharp).mean() < error / 3
+    blank = np.full((200, 300, 3), 250, np.uint8)
+    for mode in ("auto", "off"):
+        assert deskew.straighten(sharp, mode) is sharp
+    for mode in ("auto", "on", "off"):
+        assert deskew.straighten(blank, mode) is blank
+    assert deskew.straighten(turned, "off") is turned

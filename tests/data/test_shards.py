@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from PIL import Image
 
 from linefuse.data import shards
 from linefuse.data.readers import (
@@ -182,3 +183,25 @@ def test_val_and_test_crops_follow_their_own_keys():
     assert shards.crop_windows(image(20, 96), image(20, 96), "val", params, rng) == [
         (0, 24, 20, 48)
     ]  # smaller than a crop
+
+
+def test_scan_pairs_a_model_trains_on_pass_through_the_restore_steps_deskew(tmp_path, monkeypatch):
+    """The train and val pairs of the scan domain go through eval.deskew's step with its mode
+    (restoring straightens every input first); the scored splits and other domains stay as drawn."""
+    seen = []
+
+    def marking(blurred, mode):
+        seen.append(mode)
+        return np.zeros_like(blurred)  # a mark no degradation draws
+
+    monkeypatch.setattr(shards, "straighten", marking)
+    path = tmp_path / "chart.png"
+    Image.fromarray(image(96, 128)).save(path)
+    params = parse_params(tiny_params())
+    for split in SPLITS:
+        seen.clear()
+        pairs = shards.pairs_for_image((str(path), "chart", split, LEVELS[0], params))
+        marked = {pair.meta["domain"] for pair in pairs if not pair.blurred.any()}
+        trained = split in ("train", "val")
+        assert marked == ({"scan"} if trained else set()), split
+        assert seen == ([params.eval.deskew] if trained else []), split

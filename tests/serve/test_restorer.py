@@ -1,5 +1,6 @@
 """The restorer's shrink (eval.shrink): changes smaller than it are dropped, larger ones shortened
-by it, so a sharp chart comes back nearly unchanged while a blurred one is still restored."""
+by it, so a sharp chart comes back nearly unchanged while a blurred one is still restored; and
+its deskew (eval.deskew), run on the input first."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import torch
 from scipy import ndimage
 
 from linefuse.data.charts import draw_chart
+from linefuse.data.deskew import straighten
 from linefuse.evaluate.metrics import psnr
-from linefuse.params import load_params
+from linefuse.params import load_params, parse_params
 from linefuse.serve.restorer import Restorer, shrink_change
+
+from conftest import ROOT, tiny_params
 
 
 def test_shrink_soft_thresholds_the_change():
@@ -75,3 +79,16 @@ def test_more_steps_than_the_model_was_trained_for_are_warned_once(trained_proje
     assert [r.getMessage()[:58] for r in caplog.records] == [
         "2 DDIM steps: optim.start_fraction is 1, so the model was "
     ]
+
+
+def test_restore_image_straightens_a_turned_chart_first():
+    """eval.deskew's step runs inside restore_image (restore and serve): a chart turned by 3
+    degrees is restored as its straightened self; `off` restores it as drawn."""
+    params = parse_params(tiny_params())
+    restorer = Restorer(params, None, "cpu", base_dir=ROOT / "src/linefuse/zoo/chart-base")
+    sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 2)
+    turned = ndimage.rotate(sharp, 3.0, reshape=False, order=1, mode="nearest")
+    straight = straighten(turned, "on")
+    restored = restorer.restore_image(turned, 1)
+    assert np.array_equal(restored, restorer.restore_image(straight, 1, deskew="off"))
+    assert not np.array_equal(restored, restorer.restore_image(turned, 1, deskew="off"))

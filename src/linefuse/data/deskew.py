@@ -17,8 +17,9 @@ coarse step.
 Our own rather than scikit-image's Hough or Radon transforms, OpenCV, `deskew` or `jdeskew`:
 those vote over the whole image's ink, where a chart's curves outweigh its frame, and resolve
 the angle to their grid's step; a sub-pixel fit along each line is what reaches hundredths of
-a degree on a 300 px chart. Not wired into restoring yet: docs/experiments.md has what it
-measures (benchmarks/deskew.py) and what it still gets wrong.
+a degree on a 300 px chart. `straighten` is the step evaluate, `linefuse restore` and
+`linefuse serve` run on every input before restoring (eval.deskew); docs/experiments.md has
+what the estimator measures (benchmarks/deskew.py) and what it still gets wrong.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ class Skew:
             and self.rotation_se_deg <= CONFIDENT_SE_DEG
             and self.moves_px(shape) >= NEGLIGIBLE_PX
         )
+
+
+def straighten(image: np.ndarray, mode: str) -> np.ndarray:
+    """The image to restore (eval.deskew): with its skew undone where `mode` is `on` and lines
+    were found, or `auto` and the estimate is confident; else the image itself."""
+    if mode == "off":
+        return image
+    skew = estimate(image)
+    if skew.rotation_deg is None or (mode == "auto" and not skew.confident(image.shape)):
+        return image
+    return undo(image, skew)
 
 
 def estimate(image: np.ndarray) -> Skew:

@@ -68,8 +68,9 @@ def score_base(
     params: Params, folder: Path, device: str, charts=None, read_labels: bool = True
 ) -> dict:
     """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, cer}, sharp: {mean,
-    worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`; cer is
-    {level: {input, model, sharp}}, or None where Tesseract is missing or `read_labels` is off."""
+    worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`, inputs as
+    drawn (no deskew: the scores compare weights); cer is {level: {input, model, sharp}}, or
+    None where Tesseract is missing or `read_labels` is off."""
     charts = charts if charts is not None else scoring_charts(params)
     restorer = Restorer(params, None, device, base_dir=folder)
     read = read_labels and ocr.missing() is None
@@ -77,12 +78,14 @@ def score_base(
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []
     metric = params.eval.metric
-    for chart in charts:
-        restored_sharp = restorer.restore_image(chart.sharp, params.eval.steps)
+    for chart in charts:  # a chart's images share its size: one batch, on a GPU one launch
+        images = [chart.sharp, *(blurred for _, _, blurred in chart.blurred)]
+        restored_sharp, *restored_all = restorer.restore_images(
+            images, params.eval.steps, batch_size=len(images)
+        )
         sharp_psnr.append(psnr(restored_sharp, chart.sharp, metric))
         units = []
-        for domain, level, blurred in chart.blurred:
-            restored = restorer.restore_image(blurred, params.eval.steps)
+        for (domain, level, blurred), restored in zip(chart.blurred, restored_all, strict=True):
             gain = psnr(restored, chart.sharp, metric) - psnr(blurred, chart.sharp, metric)
             cells[chart.split].setdefault((domain, level), []).append(gain)
             units.append((level, blurred, restored))

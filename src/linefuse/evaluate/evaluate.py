@@ -4,9 +4,11 @@ On the test split of every level (whole images unless shards.test_crop crops the
 input, Wiener and Richardson-Lucy (with the kernel the degradation used), unsharp masking, and the
 final curriculum adapter at `eval.steps` DDIM steps, and the base it was adapted from, alone (what
 adapting bought: adapt_gain); with per-domain adapters (train_domains), also each domain's own
-adapter and their weighted merge. Each cell (domain x level) gets its sample
-count and a bootstrap interval of the model's mean gain over the input. A centred tile of a few
-images per cell is also restored at every step count of `eval.sweep`, timed per megapixel.
+adapter and their weighted merge. The models restore each input straightened first (eval.deskew,
+once for them all, as `linefuse restore` does); the gain is over the input as drawn. Each cell
+(domain x level) gets its sample count and a bootstrap interval of the model's mean gain over
+the input. A centred tile of a few images per cell is also restored at every step count of
+`eval.sweep`, timed per megapixel.
 Charts also get LineFuse's peak-position and integral errors, and the first `eval.ocr.max_images`
 of each cell the legibility of their tick labels: Tesseract's character error rate on the input,
 the model and the sharp chart (evaluate/ocr.py), pooled per level (ocr_cer) and per cell (the
@@ -24,6 +26,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +34,7 @@ import polars as pl
 from tqdm import tqdm
 
 from linefuse import paths
+from linefuse.data.deskew import straighten
 from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate import ocr
 from linefuse.evaluate.curves import ChartTruth, read_truth
@@ -92,12 +96,12 @@ class _Models:
             Restorer(params, extra["combined"], device.value) if extra["combined"] else None
         )
 
-    def outputs(self, pairs: list[tuple], params: Params) -> dict[str, list]:
-        """Every model's restorations of the pairs: model_sN, and the base alone (base_sN);
-        with per-domain adapters (train_domains), each domain's own adapter on its samples
-        (model_domain_sN) and the weighted merge on all (model_combined_sN); None where not run."""
+    def outputs(self, pairs: list[tuple], blurred: list, params: Params) -> dict[str, list]:
+        """Every model's restorations of the pairs' inputs `blurred` (straightened): model_sN,
+        and the base alone (base_sN); with per-domain adapters (train_domains), each domain's own
+        adapter on its samples (model_domain_sN) and the weighted merge on all
+        (model_combined_sN); None where not run."""
         steps, seed, batch = params.eval.steps, params.eval.seed, params.eval.batch_size
-        blurred = [pair[0] for pair in pairs]
         outputs = {f"model_s{steps}": self.restore(blurred, steps)}
         outputs[f"base_s{steps}"] = self.base.restore_images(blurred, steps, seed, batch)
         if self.by_domain:
@@ -139,30 +143,50 @@ def _evaluate(params: Params, device: Choice, mapper: Callable) -> dict:
                 continue
             progress.total = (progress.total or 0) + len(pairs)
             progress.set_postfix_str(f"{split}@{level}")
-            outputs = models.outputs(pairs, params)
+            inputs = _straightened([pair[0] for pair in pairs], params, mapper, f"{split}@{level}")
+            outputs = models.outputs(pairs, inputs, params)
             score_level(pairs, level, outputs, params, scores, truths, mapper, reading)
             for _, sharp, meta in pairs:
                 scores.sharp.setdefault(meta["image_id"], sharp)
             if split == "test":
                 score_sweep(pairs, level, models.sweep, params, swept)
     for scores in scored.values():
-        _score_sharp(scores, models.restore, params, progress)
+        _score_sharp(scores, models.restore, params, progress, mapper)
     progress.close()
     detail = _detail(scored, swept, models, params, device)
     write_outputs(detail, scored["test"].showcase, params)
     return detail
 
 
-def _score_sharp(scores: Scores, restore: Callable, params: Params, progress: tqdm) -> None:
+def _score_sharp(
+    scores: Scores, restore: Callable, params: Params, progress: tqdm, mapper: Callable
+) -> None:
     """Do no harm: the model's PSNR on each distinct sharp image of the split, already sharp."""
     sharp_images = list(scores.sharp.values())
     progress.total = (progress.total or 0) + len(sharp_images)
     progress.set_postfix_str("sharp")
-    restored = restore(sharp_images, params.eval.steps) if sharp_images else []
+    inputs = _straightened(sharp_images, params, mapper, "sharp")
+    restored = restore(inputs, params.eval.steps) if sharp_images else []
     scores.sharp_psnr = [
         psnr(out, image, params.eval.metric)
         for out, image in zip(restored, sharp_images, strict=True)
     ]
+
+
+def _straightened(images: list, params: Params, mapper: Callable, name: str) -> list:
+    """The images as the models get them: each straightened once (eval.deskew), for them all."""
+    if params.eval.deskew == "off":
+        return images
+    inputs = list(mapper(partial(straighten, mode=params.eval.deskew), images))
+    moved = sum(not np.array_equal(a, b) for a, b in zip(images, inputs, strict=True))
+    log.info(
+        "evaluate: %s: deskew (%s) moved %d of %d inputs",
+        name,
+        params.eval.deskew,
+        moved,
+        len(images),
+    )
+    return inputs
 
 
 def _detail(

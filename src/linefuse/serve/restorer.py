@@ -2,7 +2,8 @@
 
 An image no larger than a tile (`tiles.size`) is padded (reflect) to the model's multiple,
 restored in a batch of its size and cropped back; a larger one is restored in overlapping tiles
-(serve/tiles.py). The same code serves `evaluate`, `linefuse restore` and `linefuse serve`.
+(serve/tiles.py). A scan's skew is undone first (eval.deskew, data/deskew.py). The same code
+serves `evaluate`, `linefuse restore` and `linefuse serve`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from linefuse import paths
+from linefuse.data.deskew import straighten
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
 from linefuse.params import Params
@@ -117,10 +119,18 @@ class Restorer:
         return self.vae.decode(signal / self.vae.config.scaling_factor).sample
 
     def restore_image(
-        self, image: np.ndarray, steps: int, seed: int = 0, should_stop=None, progress=None
+        self,
+        image: np.ndarray,
+        steps: int,
+        seed: int = 0,
+        should_stop=None,
+        progress=None,
+        deskew: str | None = None,
     ) -> np.ndarray:
-        """One uint8 (H, W, 3) image of any size: whole if it fits in a tile, else tiled.
-        `progress(n)`, if given, is told how many tiles each batch restored."""
+        """One uint8 (H, W, 3) image of any size, straightened first (`deskew`, eval.deskew
+        unless told), whole if it fits in a tile, else tiled. `progress(n)`, if given, is told
+        how many tiles each batch restored."""
+        image = straighten(image, deskew or self.params.eval.deskew)
         tiles = self.params.tiles
         if max(image.shape[:2]) <= tiles.size:
             restored = self.restore(image[None], steps, seed, should_stop)[0]
@@ -145,13 +155,14 @@ class Restorer:
     def restore_images(
         self, images: list[np.ndarray], steps: int, seed: int = 0, batch_size: int = 8
     ) -> list[np.ndarray]:
-        """Any number of uint8 (H, W, 3) images of any sizes in input order: those that fit in a
-        tile batched by size, larger ones tiled."""
+        """Any number of uint8 (H, W, 3) images of any sizes in input order, as given (evaluate
+        straightens its inputs once, for all its models): those that fit in a tile batched by
+        size, larger ones tiled."""
         out: list[np.ndarray | None] = [None] * len(images)
         by_shape: dict[tuple, list[int]] = {}
         for position, image in enumerate(images):
             if max(image.shape[:2]) > self.params.tiles.size:
-                out[position] = self.restore_image(image, steps, seed)
+                out[position] = self.restore_image(image, steps, seed, deskew="off")
                 continue
             by_shape.setdefault(image.shape, []).append(position)
         for positions in by_shape.values():
