@@ -19,6 +19,8 @@ import pytest
 import yaml
 from PIL import Image
 
+from linefuse.report.report import summary_blocks
+
 from conftest import ROOT, copy_project, run_cli, tiny_params, write_params
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -184,6 +186,10 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, dvc_
         rates = [cell[name] for name in ("input", model, "sharp")]
         assert [text for text, _ in row[-4:-1]] == ["–" if v is None else f"{v:.3f}" for v in rates]
         assert row[-1][0] == str(cell["labels"])
+    # every card has a plain name above its number; the key stays below it
+    cards = [card for block in summary_blocks(report) for card in block["cards"]]
+    assert cards and all(card["named"] for card in cards), [c["key"] for c in cards]
+    assert page.count('<div class="name">') == len(cards) + len(_flatten(held["summary"]))
     tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
     tabled |= {f"psnr_gain_s{steps}", f"adapt_gain_s{steps}"}
     for block in set(report) - tabled:
@@ -379,3 +385,33 @@ def test_headless_chromium_draws_the_tables_and_samples(reported, tmp_path):
     source = page.read_text()
     for tag in ("<table", "<tr", "<img", "<pre"):
         assert dom.count(tag) == source.count(tag) > 0, tag
+
+
+def test_cards_that_can_alarm_say_what_their_figure_means():
+    """A lead under 0 over the classical restorations names the cell (or domain) and the method
+    that beat the model; an adapt gain whose interval holds 0 says so; a gain says nothing."""
+    cell = {"input": 20.0, "wiener": 30.0, "richardson_lucy": 33.0, "unsharp": 21.0}
+    report = {
+        "psnr": {
+            "gaussian": {"easy": {**cell, "model_s1": 31.0}, "hard": {**cell, "model_s1": 35.0}},
+            "motion": {"easy": {**cell, "model_s1": 32.5}, "hard": {**cell, "model_s1": 32.0}},
+        },
+        "summary": {
+            "psnr_gain_s1": 12.6,
+            "min_margin_over_best_baseline_s1": -2.0,
+            "min_domain_margin_over_best_baseline_s1": -0.75,
+            "adapt_gain_s1": 0.01,
+            "adapt_gain_s1_low": -0.02,
+            "adapt_gain_s1_high": 0.04,
+        },
+    }
+    cards = {card["key"]: card for card in summary_blocks(report)[0]["cards"]}
+    kernel = "Richardson-Lucy, given the true blur kernel (which the model never sees),"
+    assert cards["min_margin_over_best_baseline_s1"]["reading"] == (
+        f"In gaussian easy, {kernel} restores better than the model."
+    )
+    assert cards["min_domain_margin_over_best_baseline_s1"]["reading"] == (
+        f"In motion, {kernel} restores better than the model."
+    )
+    assert "holds 0" in cards["adapt_gain_s1"]["reading"]
+    assert cards["psnr_gain_s1"]["reading"] is None and cards["psnr_gain_s1"]["named"]

@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from linefuse.data.charts import draw_chart
+from linefuse.params import load_params
 from linefuse.serve.app import STEP_DELAY_ENV
 
-from conftest import tiny_params, write_params
+from conftest import ROOT, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -71,9 +73,11 @@ def _serve(project, **serve_settings):
     else:
         process.kill()
         pytest.fail(process.stderr.read().decode()[-2000:])
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -250,3 +254,60 @@ def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server
         "client_gone": 0,
         "timeout": 1,
     }
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
+def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_path_factory):
+    """GET / in headless Chromium (Playwright driving the system's browser): a default chart
+    chosen, restored with the adapter and steps picked on the page, shown beside the input, with
+    the same bytes as POST /restore returns for the same file; a file that is no image gets a
+    sentence on the page."""
+    from playwright.sync_api import sync_playwright
+
+    project = _models_only(trained_project, tmp_path_factory.mktemp("page") / "project")
+    sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 0)
+    chart = project / "chart.png"
+    chart.write_bytes(_png(sharp))
+    serving = _serve(project, max_steps=10)
+    url = next(serving)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"{url}/")
+            page.wait_for_function("document.getElementById('adapter').options.length === 3")
+            assert page.input_value("#adapter") == "hard"  # the default adapter, preselected
+            page.set_input_files("#file", str(chart))
+            page.select_option("#adapter", "easy")
+            page.fill("#steps", "2")
+            page.click("#restore")
+            page.wait_for_selector("#result:not([hidden])", timeout=120_000)
+            shown = bytes(page.evaluate(READ_RESTORED))
+            assert page.get_attribute("#download", "download") == "chart-restored.png"
+            not_an_image = {"name": "notes.png", "mimeType": "image/png", "buffer": b"plain text"}
+            page.set_input_files("#file", files=[not_an_image])
+            page.click("#restore")
+            page.wait_for_function("document.getElementById('error').textContent !== ''")
+            error = page.text_content("#error")
+            browser.close()
+        direct = httpx.post(
+            f"{url}/restore",
+            params={"steps": 2, "adapter": "easy"},
+            files={"file": ("chart.png", chart.read_bytes(), "image/png")},
+            timeout=120,
+        )
+    finally:
+        serving.close()
+    assert Image.open(io.BytesIO(shown)).size == (sharp.shape[1], sharp.shape[0])
+    assert shown == direct.content
+    assert error.startswith("Not restored: not an image"), error
+
+
+# the restored image's bytes, as the page holds them (a blob: URL)
+READ_RESTORED = """async () => {
+  const answer = await fetch(document.getElementById("restored").src);
+  return Array.from(new Uint8Array(await answer.arrayBuffer()));
+}"""

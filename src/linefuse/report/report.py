@@ -14,6 +14,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -267,9 +268,90 @@ def _flatten(block: dict, prefix: str = "") -> list[tuple[str, object]]:
     return pairs
 
 
-def card(key: str, value: object) -> dict:
+# each card's plain name, by its block and key in metrics/eval.json (which keep theirs)
+CARD_NAMES = {
+    r"summary\.psnr_gain_s\d+": "mean PSNR gain over the input",
+    r"summary\.(psnr|adapt)_gain_s\d+_low": "… its interval, low end",
+    r"summary\.(psnr|adapt)_gain_s\d+_high": "… its interval, high end",
+    r"summary\.min_psnr_gain_s\d+": "the weakest cell's gain over the input",
+    r"summary\.min_margin_over_best_baseline_s\d+": "the weakest cell's lead over the best "
+    "classical restoration",
+    r"summary\.min_domain_margin_over_best_baseline_s\d+": "the weakest domain's lead over the "
+    "best classical restoration",
+    r"summary\.adapt_gain_s\d+": "what training on this data added to the base",
+    r"summary\.psnr_gain_domain_s\d+": "mean gain with each domain's own adapter",
+    r"summary\.adapt_gain_domain_s\d+": "what each domain's own adapter added to the base",
+    r"summary\.psnr_gain_combined_s\d+": "mean gain with the domain adapters merged",
+    r"summary\.adapt_gain_combined_s\d+": "what the merged adapters added to the base",
+    r"summary\.interval_confidence": "confidence of every interval",
+    r"summary\.samples": "images scored",
+    r"summary\.min_cell_samples": "images in the smallest cell",
+    r"summary\.max_interval_half_width_s\d+": "the widest cell interval, half its width",
+    r"psnr_by_domain_s\d+\.(?P<domain>\w+)": "mean PSNR of the restored {domain} charts",
+    r"sharp\.samples": "sharp charts put through the model",
+    r"sharp\.psnr_s\d+": "a sharp chart through the model: mean PSNR",
+    r"sharp\.min_psnr_s\d+": "a sharp chart through the model: worst PSNR",
+    r"few_step\.steps": "the fewest DDIM steps compared",
+    r"few_step\.reference_steps": "against this many steps",
+    r"few_step\.psnr_shortfall_db": "PSNR the fewer steps give up",
+    r"few_step\.speedup": "how much faster the fewer steps are",
+    r"machine\.seconds_per_megapixel_s\d+": "seconds to restore a megapixel on this machine",
+    r"machine\.device": "device the model ran on",
+    r"machine\.device_reason": "why that device",
+    r"machine\.cpu_model": "this machine's CPU",
+}
+# the classical restorations by their names in metrics/eval.json, for the cards' readings
+BASELINE_WORDS = {
+    "wiener": "Wiener deconvolution, given the true blur kernel (which the model never sees),",
+    "richardson_lucy": "Richardson-Lucy, given the true blur kernel (which the model never sees),",
+    "unsharp": "unsharp masking",
+}
+
+
+def card_name(key: str) -> str | None:
+    """The plain name of a card's `block.key`, or None where CARD_NAMES has none."""
+    for pattern, name in CARD_NAMES.items():
+        if found := re.fullmatch(pattern, key):
+            return name.format(**found.groupdict())
+    return None
+
+
+def card_reading(key: str, value: object, split: dict) -> str | None:
+    """One line on what a figure that can alarm means, from its split's tables (`split`): a
+    lead under 0 names the cell and the classical method that beat the model; an adapt gain
+    whose interval holds 0 says where the gain comes from."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if re.fullmatch(r"summary\.adapt_gain_s\d+", key):
+        summary, name = split.get("summary", {}), key.partition(".")[2]
+        low, high = summary.get(f"{name}_low"), summary.get(f"{name}_high")
+        if low is not None and high is not None and low <= 0 <= high:
+            return "Its interval holds 0: on data like the base's, the gain is the base's own."
+        return None
+    steps = re.search(r"margin_over_best_baseline_s(\d+)$", key)
+    if steps is None or value >= 0:
+        return None
+    model, leads = f"model_s{steps[1]}", []
+    for domain, by_level in split.get("psnr", {}).items():
+        groups = [[cell] for cell in by_level.values()]  # a cell's lead, or its domain's mean
+        places = [f"{domain} {level}" for level in by_level]
+        if "domain_margin" in key:
+            groups, places = [list(by_level.values())], [domain]
+        for cells, place in zip(groups, places, strict=True):
+            means = {n: sum(c.get(n, math.nan) for c in cells) / len(cells) for n in cells[0]}
+            best = max((n for n in BASELINE_WORDS if n in means), key=means.get, default=None)
+            if best is not None and model in means:
+                leads.append((means[model] - means[best], place, best))
+    if not leads:
+        return None
+    _, place, best = min(leads)
+    return f"In {place}, {BASELINE_WORDS[best]} restores better than the model."
+
+
+def card(key: str, value: object, split: dict | None = None) -> dict:
     """A value formatted by its key's name: dB for PSNR, signed and coloured for a gain or
-    margin (more is better), × for a speed-up; anything else as JSON."""
+    margin (more is better), × for a speed-up; anything else as JSON. With its plain name, the
+    key as metrics/eval.json has it, and a reading where the figure can alarm."""
     delta = re.search(r"gain|margin", key) is not None
     css = ""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -281,19 +363,26 @@ def card(key: str, value: object) -> dict:
         text = f"{value:.3g}×"
     else:
         text = str(value) if isinstance(value, int) else f"{value:.4g}"
-    return {"key": key.partition(".")[2], "text": text, "css": css}
+    return {
+        "key": key.partition(".")[2],
+        "name": card_name(key) or key.partition(".")[2].replace("_", " "),
+        "named": card_name(key) is not None,
+        "reading": card_reading(key, value, split or {}),
+        "text": text,
+        "css": css,
+    }
 
 
-def _cards(name: str, block: object) -> list[dict]:
+def _cards(name: str, block: object, split: dict) -> list[dict]:
     pairs = _flatten(block if isinstance(block, dict) else {name: block})
-    return [card(f"{name}.{key}", value) for key, value in pairs]
+    return [card(f"{name}.{key}", value, split) for key, value in pairs]
 
 
 def summary_blocks(report: dict) -> list[dict]:
     """`summary` first, then the other blocks by name (per-domain means, few-step, machine)."""
     untabled = [n for n in sorted(report) if n not in TABLED and not GAIN_BLOCK.fullmatch(n)]
     blocks = [("summary", report.get("summary", {}))] + [(n, report[n]) for n in untabled]
-    return [{"name": name, "cards": _cards(name, block)} for name, block in blocks]
+    return [{"name": name, "cards": _cards(name, block, report)} for name, block in blocks]
 
 
 # -- samples, params, provenance
@@ -380,7 +469,7 @@ def render(report: dict, by_steps: list, png: bytes, params: Params, params_path
     axes = Axes(list(params.degrade.domains), list(params.degrade.levels), params.eval.steps)
     psnr, confidence, held = report.get("psnr", {}), params.eval.interval.confidence, {}
     if block := report.get("held_out", {}):
-        held = {"cards": _cards("summary", block.get("summary", {}))}
+        held = {"cards": _cards("summary", block.get("summary", {}), block)}
         held |= _split(block, axes, confidence, held_out=True)
     scored = [(d, lv) for d, _, lv, _ in axes.walk(psnr)]
     shown_params = params_sections(params)

@@ -1,5 +1,7 @@
 """`linefuse serve`: the restorer behind a small HTTP API (FastAPI, run by uvicorn).
 
+GET / is a page for people (serve/page.html.j2): choose or drop a chart, see the input and the
+restored image side by side and wiped one over the other, download the result.
 POST /restore takes an image upload (multipart field `file`) and returns the restored PNG;
 POST /restore/batch takes several (fields `files`) and returns a zip of PNGs; GET /health and
 GET /adapters describe the service. Uploads are size-checked while they are read and
@@ -20,8 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
+import jinja2
 from fastapi import APIRouter, Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
 from starlette.concurrency import run_in_threadpool
 
@@ -32,6 +35,11 @@ from linefuse.serve.restorer import Restorer
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 RETRY_AFTER_S = 5  # what a refused client is told to wait
+PAGE = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+).get_template("page.html.j2")
 
 
 class RestoreService:
@@ -232,6 +240,12 @@ def restore_routes(params: Params) -> APIRouter:
     (FastAPI reads them from the signatures, so the routes are made per app)."""
     settings, default_adapter = params.serve, params.train.order()[-1]
     router = APIRouter()
+    page = PAGE.render(max_steps=settings.max_steps, default_steps=params.restore_steps)
+
+    @router.get("/", response_class=HTMLResponse)
+    def restore_page() -> str:
+        """A page for people: choose or drop a chart, see it restored beside the input."""
+        return page
 
     @router.post(
         "/restore",
