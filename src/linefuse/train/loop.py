@@ -36,6 +36,7 @@ from linefuse.data.bank import BankCrops
 from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
+from linefuse.inference.model import load_base
 from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
@@ -56,7 +57,6 @@ from linefuse.train.model import (
     add_lora,
     build_unet,
     count_parameters,
-    load_base,
     quantize_frozen,
     save_adapter,
     save_base,

@@ -26,11 +26,11 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from linefuse import paths
+from linefuse.inference.label_reader import LabelReader
 from linefuse.params import Params
 from linefuse.stage import UserError
 from linefuse.train.base_batches import TextTargets
 from linefuse.train.diffusion import noise_scheduler
-from linefuse.train.label_reader import LabelReader
 from linefuse.train.loop import (
     Job,
     make_accelerator,

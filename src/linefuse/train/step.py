@@ -11,18 +11,13 @@ import torch
 
 from linefuse import paths
 from linefuse.hardware import host_to_device
+from linefuse.inference.label_reader import LabelReader, ctc_loss
+from linefuse.inference.model import predict
+from linefuse.inference.sampler import restored_from
 from linefuse.params import Params
 from linefuse.stage import UserError
 from linefuse.train.base_batches import TextTargets, label_pixel_weights
-from linefuse.train.diffusion import (
-    clean_signal,
-    noisy_and_target,
-    restored_from,
-    start_noise,
-    weighted_loss,
-)
-from linefuse.train.label_reader import LabelReader, ctc_loss
-from linefuse.train.model import predict
+from linefuse.train.diffusion import clean_signal, noisy_and_target, start_noise, weighted_loss
 
 
 @dataclass
