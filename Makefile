@@ -30,8 +30,8 @@ $(STAMP): pyproject.toml requirements.lock
 repro: $(STAMP) tesseract
 	$(BIN)/dvc repro
 
-# `make dvc.yaml`: write dvc.yaml from the stage graph declared in src/linefuse/pipeline.py (the
-# Snakefile reads that declaration itself); a test fails while the committed file is stale.
+# `make dvc.yaml`: write dvc.yaml and the Snakefile from the stage graph declared in
+# src/linefuse/pipeline.py; a test fails while either committed file is stale.
 dvc.yaml: $(STAMP)
 	$(BIN)/python -m linefuse.pipeline
 

@@ -29,8 +29,8 @@ from linefuse.data import deskew
 from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, cpu_model
+from linefuse.inference.restorer import Restorer
 from linefuse.params import load_params
-from linefuse.serve.restorer import Restorer
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("as_drawn", "estimated", "oracle")

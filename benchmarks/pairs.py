@@ -61,7 +61,8 @@ def new_batches(params, batch: int, workers: int, device: torch.device, timer: d
 
 def run_loop(batches, count: int, device: torch.device, train: bool, timer: dict) -> dict:
     """`count` batches after one warm-up; with `train`, a tiny-UNet step on each."""
-    from linefuse.train.model import build_unet, predict
+    from linefuse.inference.model import predict
+    from linefuse.train.model import build_unet
 
     unet = build_unet("tiny", 3).to(device) if train else None
     optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4) if train else None

@@ -1,7 +1,7 @@
 """Training speed per precision on this machine: fp32, bf16 and (on a GPU) fp16.
 
 Each precision runs in a process of its own (accelerate fixes autocast once per process) through
-the real training step: accelerate's mixed precision over `linefuse.train.profile.training_step`
+the real training step: accelerate's mixed precision over `linefuse.train.step.training_step`
 (the training loop's step), on the default model (`model.unet` from params.yaml, full fine-tune as
 in pretrain, the costliest stage) at the default batch size and crop. The report names the machine
 (CPU model and flags, GPU), what `optim.precision: auto` picks here and why, and whether that is
@@ -31,7 +31,7 @@ def run_case(precision: str, steps: int) -> dict:
     from linefuse.train.diffusion import noise_scheduler
     from linefuse.train.loop import make_accelerator
     from linefuse.train.model import build_unet
-    from linefuse.train.profile import Trainer, training_step
+    from linefuse.train.step import Trainer, training_step
 
     params = load_params(REPO / "params.yaml")
     params = params.model_copy(

@@ -33,8 +33,8 @@ def run_case(size: int, steps: int) -> dict:
     from scipy import ndimage
 
     from linefuse.data.charts import draw_chart
+    from linefuse.inference.restorer import Restorer
     from linefuse.params import load_params
-    from linefuse.serve.restorer import Restorer
     from linefuse.train.model import build_unet, save_base
 
     params = load_params(REPO / "params.yaml")

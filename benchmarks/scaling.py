@@ -41,7 +41,7 @@ from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.loop import make_accelerator, make_optimizer
 from linefuse.train.model import build_unet, count_parameters, save_base, zero_prompt
-from linefuse.train.profile import Trainer, training_step
+from linefuse.train.step import Trainer, training_step
 from linefuse.train.trainset import BatchStream
 
 REPO = Path(__file__).resolve().parents[1]

@@ -116,7 +116,7 @@ def run_base(params: Params, args: argparse.Namespace) -> None:
 
 def run_base_window(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.base_window import score_window
-    from linefuse.train.window import CANDIDATE_DIR, summarise, train_window
+    from linefuse.train.window import summarise, train_window
 
     started = args.started_at or time.time()
     out, state = Path(args.out), Path(args.state)
@@ -124,7 +124,9 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
         record = train_window(params, out, state, started + 60 * args.minutes, args.workers)
         write_json(out / "record.json", record)  # the training's record, before scoring
         clock = time.perf_counter()
-        record["scores"] = score_window(params, out / CANDIDATE_DIR, record["device"], args.workers)
+        record["scores"] = score_window(
+            params, out / paths.WINDOW_CANDIDATE_DIR, record["device"], args.workers
+        )
         record["phases"]["score"] = {"seconds": time.perf_counter() - clock}
         record["wall_seconds"] = time.time() - started
         record["minutes"], record["state_from"] = args.minutes, str(state)
@@ -243,7 +245,7 @@ def run_report(params: Params, args: argparse.Namespace) -> None:
 
 def run_restore(params: Params, args: argparse.Namespace) -> None:
     device = _device(params, "restore", args.device)  # before the model libraries load
-    from linefuse.serve.restorer import restore_files
+    from linefuse.inference.restorer import restore_files
 
     with stage("restore") as written:
         adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])

@@ -67,6 +67,10 @@ STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can
 BANK_ROOT = Path(".linefuse/bank")
 # the base's GPU windows: the last stable state and the ledger, committed (train/window.py)
 BASE_WINDOWS_DIR = Path("workflow/base_windows")
+# inside a base window's folder (its OUT, and BASE_WINDOWS_DIR): the resumable stable state and
+# the weights it offers to ship
+WINDOW_STATE_FILE = "state.safetensors"
+WINDOW_CANDIDATE_DIR = "candidate"
 
 
 def bank(fingerprint: str) -> Path:

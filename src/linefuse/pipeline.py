@@ -39,7 +39,7 @@ LAUNCH = (
 # The files besides Python that a module reads, so that stages running it depend on them too.
 DATA_FILES = {
     "linefuse.train.model": ("src/linefuse/train/configs", "src/linefuse/zoo"),
-    "linefuse.train.label_reader": ("src/linefuse/zoo",),
+    "linefuse.inference.label_reader": ("src/linefuse/zoo",),
     "linefuse.report.report": (
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",
@@ -398,10 +398,92 @@ def dvc_yaml(curriculum: list[str]) -> str:
     return HEADER + body
 
 
+# --- Snakefile -----------------------------------------------------------------------------------
+
+SNAKEFILE = Path("Snakefile")
+SNAKE_HEADER = """\
+# Written by `make dvc.yaml` (python -m linefuse.pipeline) from the stage graph declared once in
+# src/linefuse/pipeline.py, as dvc.yaml is: edit that, not this file. One rule per stage, over the
+# same params.yaml; a stage over levels is one rule with a {level} wildcard. `tracked` holds the
+# params.yaml values a stage reads, so a changed value reruns its jobs (workflow/rules/common.smk).
+# Each job's stdout and stderr go to its `log:` file under logs/snakemake/ (git-ignored). The
+# training stages take every core: Snakemake sets OMP_NUM_THREADS to a job's threads, and torch's
+# float results depend on the thread count, so a run here equals a `dvc repro` on this machine.
+
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+"""
+
+
+def _snake_path(path) -> str:
+    """A path as a rule names it: every level's (expand) for an EachLevel, a folder as such."""
+    if isinstance(path, EachLevel):
+        levels = "LEVELS" if path.over == "levels" else "CURRICULUM"
+        return f'expand("{(path.folder / LEVEL).as_posix()}", level={levels})'
+    if isinstance(path, Param):
+        return f'param_input("{path.key}")'
+    return f'"{Path(path).as_posix()}"'
+
+
+def _snake_output(path: Path) -> str:
+    return f'directory("{path.as_posix()}")' if not path.suffix else f'"{path.as_posix()}"'
+
+
+def _snake_rule(stage: Stage) -> str:
+    level = " --level {wildcards.level}" if stage.over else ""
+    workers = " --workers {threads}" if stage.workers else ""
+    command = f"linefuse {stage.command}"
+    inputs = [_snake_path(item) for item in stage.inputs]
+    inputs += [f'"{dep}"' for dep in code_deps(stage.command)]
+    resources = [f"{key}={value!r}" for key, value in stage.resources.items()]
+    keys = [f'"{key}"' for key in stage.params]
+    one_line = "tracked=tracked(" + ", ".join(keys) + ")"
+    many = "tracked=tracked(\n" + "".join(f"            {key},\n" for key in keys) + "        )"
+    params = [one_line if len(one_line) <= 88 else many]
+    if stage.launch:
+        command = LAUNCH.format(config="{params.launch}", processes="{params.processes}")
+        command += f" {stage.command}"
+        inputs.append('config["launch"]["config"]')
+        params += ['launch=config["launch"]["config"]', "processes=PROCESSES"]
+        resources.append("gpu=PROCESSES")
+    outs = stage.outs + stage.logs + stage.metrics + tuple(plot.path for plot in stage.plots)
+    log = Path("logs/snakemake", stage.name)
+    log = log / "{level}.log" if stage.over else log.with_suffix(".log")
+    rule = stage.name.replace("-", "_")  # a rule is a Python name; `name:` keeps the stage's
+    lines = [f"rule {rule}:", f'    """{stage.desc}"""']
+    lines += [f'    name:\n        "{stage.name}"'] if rule != stage.name else []
+    lines += ["    input:"]
+    lines += [f"        {item}," for item in inputs]
+    lines += ["    output:", *(f"        {_snake_output(out)}," for out in outs)]
+    lines += ["    params:", *(f"        {param}," for param in params)]
+    lines += ["    log:", f'        "{log.as_posix()}",']
+    lines += [f"    threads: {stage.threads or 'workflow.cores'}"]
+    if resources:
+        lines += ["    resources:", *(f"        {resource}," for resource in resources)]
+    lines += ["    shell:", f'        "{command}{level}{workers} > {{log}} 2>&1"']
+    return "\n".join(lines) + "\n"
+
+
+def snakefile() -> str:
+    """The Snakefile: `rule all` over every stage's outputs, then one rule per stage."""
+    targets = []
+    for stage in STAGES:
+        for out in stage.outs + stage.logs:
+            levels = "LEVELS" if stage.over == "levels" else "CURRICULUM"
+            path = f'"{out.as_posix()}"'
+            targets.append(f"expand({path}, level={levels})" if stage.over else path)
+    rule_all = "rule all:\n    input:\n" + "".join(f"        {t},\n" for t in targets)
+    return "\n\n".join([SNAKE_HEADER, rule_all, *(_snake_rule(s) for s in STAGES)])
+
+
 def main() -> int:
     params = yaml.safe_load(paths.PARAMS.read_text())
     DVC_YAML.write_text(dvc_yaml(list(params["train"]["curriculum"])))
-    print(f"wrote {DVC_YAML}: {len(STAGES)} stages", file=sys.stderr)
+    SNAKEFILE.write_text(snakefile())
+    print(f"wrote {DVC_YAML} and {SNAKEFILE}: {len(STAGES)} stages", file=sys.stderr)
     return 0
 
 

@@ -24,10 +24,10 @@ from linefuse.data.readers import EmbeddedPairs, LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
+from linefuse.inference.model import load_null_prompt
+from linefuse.inference.restorer import Restorer
 from linefuse.params import DOMAINS, MetricParams, load_params
-from linefuse.serve.restorer import Restorer
 from linefuse.stage import UserError
-from linefuse.train.model import load_null_prompt
 
 from conftest import LEVELS, file_digests, needs_tesseract, run_cli, tiny_params, write_params
 

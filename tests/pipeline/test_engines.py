@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from linefuse.pipeline import DATA_FILES, STAGES, EachLevel, code_deps, dvc_yaml
+from linefuse.pipeline import DATA_FILES, STAGES, EachLevel, code_deps, dvc_yaml, snakefile
 
 from conftest import LEVELS, ROOT, copy_project, file_digests, tiny_params, write_params
 
@@ -101,6 +101,20 @@ def test_dvc_yaml_is_written_from_the_declaration():
     """dvc.yaml is what linefuse.pipeline writes from STAGES: edit that, then `make dvc.yaml`."""
     curriculum = list(yaml.safe_load((ROOT / "params.yaml").read_text())["train"]["curriculum"])
     assert (ROOT / "dvc.yaml").read_text() == dvc_yaml(curriculum), "stale: run `make dvc.yaml`"
+
+
+def test_the_snakefile_is_written_from_the_declaration_as_rules():
+    """The Snakefile is linefuse.pipeline's too, written out rule by rule: each stage's inputs
+    (its code among them), outputs, params, log, threads, resources and command read as text."""
+    text = (ROOT / "Snakefile").read_text()
+    assert text == snakefile(), "stale: run `make dvc.yaml`"
+    for stage in STAGES:
+        assert f"\nrule {stage.name}:\n" in text
+        rule = text.split(f"\nrule {stage.name}:\n", 1)[1].split("\nrule ", 1)[0]
+        for dep in code_deps(stage.command):
+            assert f'"{dep}",' in rule, (stage.name, dep)
+        assert f"linefuse {stage.command}" in rule or f" {stage.command}" in rule
+    assert "for stage in STAGES" not in text
 
 
 def _collapsed(name: str, deps: list[str]) -> list[str]:

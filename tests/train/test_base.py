@@ -19,8 +19,8 @@ from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.stream import ChartPairs
 from linefuse.evaluate import ocr
 from linefuse.evaluate.metrics import psnr
+from linefuse.inference.restorer import Restorer
 from linefuse.params import ParamsError, load_params, parse_params
-from linefuse.serve.restorer import Restorer
 
 from conftest import (
     ROOT,

@@ -12,6 +12,7 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 from torch import nn
 
+from linefuse.inference.model import load_base, load_null_prompt, predict
 from linefuse.params import LoraParams, load_params
 from linefuse.stage import UserError
 from linefuse.train.model import (
@@ -20,9 +21,6 @@ from linefuse.train.model import (
     build_unet,
     count_parameters,
     load_adapter,
-    load_base,
-    load_null_prompt,
-    predict,
     quantize_frozen,
     save_base,
 )

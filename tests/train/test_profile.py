@@ -104,8 +104,9 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
 
 
 def test_the_profiled_step_trains_as_the_loop_does(trained_project, tmp_path):
-    """profile.training_step is the loop's step written out with its phases timed: taken from the
-    same start over the same batches, it ends on the loop's train@easy adapter, bit for bit."""
+    """train.step.training_step, the loop's own step (the profiler's and the benchmarks'), run
+    outside the loop from the same start over the same batches, ends on the loop's train@easy
+    adapter, bit for bit."""
     from accelerate.utils import set_seed
     from peft import get_peft_model_state_dict
     from safetensors.torch import load_file
@@ -120,7 +121,7 @@ def test_the_profiled_step_trains_as_the_loop_does(trained_project, tmp_path):
         training_data,
         training_model,
     )
-    from linefuse.train.profile import Trainer, training_step
+    from linefuse.train.step import Trainer, training_step
 
     with chdir(trained_project):
         params = load_params("params.yaml")

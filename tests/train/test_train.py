@@ -23,15 +23,17 @@ from peft import PeftModel
 from safetensors.torch import load_file
 
 from linefuse.data.readers import EmbeddedPairs
+from linefuse.inference.model import load_base
+from linefuse.inference.sampler import restored_from, sample
 from linefuse.params import parse_params
-from linefuse.train.diffusion import noise_scheduler, restored_from, sample, weighted_loss
+from linefuse.train.diffusion import noise_scheduler, weighted_loss
 from linefuse.train.loop import (
     DIGESTS_ENV,
     _validation_losses,
     _warn_if_barely_restoring,
     pretrain_job,
 )
-from linefuse.train.model import build_unet, load_base
+from linefuse.train.model import build_unet
 from linefuse.train.step import step_draw
 
 from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
@@ -548,7 +550,7 @@ def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(
 ):
     """train.adapters: per_domain -> one adapter per domain, trained on that domain's samples
     only, and a `cat` merge whose update is exactly the weighted sum of theirs."""
-    from linefuse.train.model import domain_adapters
+    from linefuse.inference.model import domain_adapters
     from linefuse.train.trainset import map_dataset
 
     monkeypatch.setenv(DIGESTS_ENV, "1")  # each adapter's logs hold rank0.json

@@ -23,8 +23,8 @@ from linefuse.data.degrade import degrade, item_rng
 from linefuse.evaluate import ocr
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
+from linefuse.inference.restorer import Restorer
 from linefuse.params import Params
-from linefuse.serve.restorer import Restorer
 from linefuse.stage import ordered_map
 
 

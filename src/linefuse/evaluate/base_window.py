@@ -24,7 +24,6 @@ from linefuse.evaluate.model_card import CARD, SCORES, with_ledger, write_window
 from linefuse.hardware import choose_device
 from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir, write_json
-from linefuse.train.window import CANDIDATE_DIR, STATE_FILE
 
 log = logging.getLogger("linefuse")
 
@@ -118,14 +117,14 @@ def land_window(params: Params, window: Path, workers: int, score_missing=True) 
     so, keeps the window's stable state and adds its ledger row; the card is rewritten either
     way. Returns what it wrote."""
     record_path = window / "record.json"
-    if not (record_path.is_file() and (window / STATE_FILE).is_file()):
+    if not (record_path.is_file() and (window / paths.WINDOW_STATE_FILE).is_file()):
         raise UserError(
-            f"{window} holds no base window (record.json and {STATE_FILE}); pass the OUT folder "
-            "make base-window wrote"
+            f"{window} holds no base window (record.json and {paths.WINDOW_STATE_FILE}); pass "
+            "the OUT folder make base-window wrote"
         )
     record = json.loads(record_path.read_text())
     device = choose_device(params.compute.device).value
-    offered = window / CANDIDATE_DIR
+    offered = window / paths.WINDOW_CANDIDATE_DIR
     scores = score_window(params, offered, device, workers, record.get("scores"), score_missing)
     ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
     ledger = json.loads(ledger_path.read_text())
@@ -149,10 +148,12 @@ def land_window(params: Params, window: Path, workers: int, score_missing=True) 
         }
     )
     folder = paths.zoo_model(params.base.name)
-    shutil.copyfile(window / STATE_FILE, paths.BASE_WINDOWS_DIR / STATE_FILE)
+    shutil.copyfile(
+        window / paths.WINDOW_STATE_FILE, paths.BASE_WINDOWS_DIR / paths.WINDOW_STATE_FILE
+    )
     if ships:
         with atomic_dir(folder) as tmp:
-            shutil.copytree(window / CANDIDATE_DIR, tmp, dirs_exist_ok=True)
+            shutil.copytree(window / paths.WINDOW_CANDIDATE_DIR, tmp, dirs_exist_ok=True)
             (tmp / SCORES).write_text(
                 json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
             )

@@ -44,9 +44,9 @@ from linefuse.evaluate.scoring import Scores, first_per_domain, score_level, sco
 from linefuse.evaluate.scoring import sweep_level as score_sweep
 from linefuse.evaluate.tables import few_step, sweep, tables
 from linefuse.hardware import Choice, cpu_model
+from linefuse.inference.model import domain_adapters
+from linefuse.inference.restorer import Restorer
 from linefuse.params import Params
-from linefuse.serve.restorer import Restorer
-from linefuse.train.model import domain_adapters
 
 log = logging.getLogger("linefuse")
 EVALUATED = ("test", "held_out")  # the splits scored; held_out: chart families never trained on

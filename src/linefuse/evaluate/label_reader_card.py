@@ -18,8 +18,8 @@ import yaml
 from linefuse.data.label_patches import label_patches
 from linefuse.evaluate.model_card import CARD, SCORES, commit
 from linefuse.evaluate.ocr import edit_distance
+from linefuse.inference.label_reader import LabelReader, read_labels
 from linefuse.params import Params
-from linefuse.train.label_reader import LabelReader, read_labels
 
 
 def character_error_rate(reads: list[str], truths: list[str]) -> dict:
@@ -73,7 +73,7 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         f"# LineFuse {cfg.name}",
         "",
-        "A small CRNN (linefuse.train.label_reader.LabelReader, a diffusers `ModelMixin`: four",
+        "A small CRNN (linefuse.inference.label_reader.LabelReader, a diffusers `ModelMixin`: four",
         "conv blocks, a bidirectional GRU, CTC over the characters `0123456789.-+e`) that reads",
         "a chart's tick labels from their boxes. Its CTC loss on restored label crops can join",
         "the base's pixel loss, so a restorer is taught to draw the right digits.",

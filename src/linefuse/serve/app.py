@@ -30,8 +30,8 @@ from starlette.concurrency import run_in_threadpool
 
 from linefuse.data.images import to_rgb
 from linefuse.hardware import choose_device
+from linefuse.inference.restorer import Restorer
 from linefuse.params import Params
-from linefuse.serve.restorer import Restorer
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 RETRY_AFTER_S = 5  # what a refused client is told to wait

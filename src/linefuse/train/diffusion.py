@@ -10,19 +10,12 @@ result, which is what lets a small UNet beat its input after a short training on
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from diffusers import DDIMScheduler, DDPMScheduler
+from diffusers import DDPMScheduler
 
 from linefuse.params import LossWeights, ModelParams
-from linefuse.train.model import predict
-
-
-class SamplingCancelled(Exception):
-    """`should_stop` said to stop: the caller dropped the work (time limit, client gone)."""
-
 
 CHARBONNIER_EPS = 1e-3
 BALANCE_FLOOR = (
@@ -41,10 +34,6 @@ def noise_scheduler(model: ModelParams) -> DDPMScheduler:
 
 def clean_signal(blurred: torch.Tensor, sharp: torch.Tensor, model: ModelParams) -> torch.Tensor:
     return sharp - blurred if model.target == "residual" else sharp
-
-
-def restored_from(x0: torch.Tensor, blurred: torch.Tensor, model: ModelParams) -> torch.Tensor:
-    return blurred + x0 if model.target == "residual" else x0
 
 
 def noisy_and_target(
@@ -130,44 +119,3 @@ def _laplacian(image: torch.Tensor) -> torch.Tensor:
     kernel = (kernel / 16.0).expand(image.shape[1], 1, 3, 3)
     padded = F.pad(image, (1, 1, 1, 1), mode="reflect")
     return F.conv2d(padded, kernel, groups=image.shape[1])
-
-
-@torch.no_grad()
-def sample(
-    unet,
-    condition: torch.Tensor,
-    prompt_embeds: torch.Tensor,
-    model: ModelParams,
-    steps: int,
-    generator: torch.Generator | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> torch.Tensor:
-    """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`; raises
-    SamplingCancelled before a step once `should_stop()` is true.
-
-    `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
-    the blurred input itself), so a restoration is one deterministic estimate, without the
-    leftover noise a random start adds to near-clean inputs (docs/experiments.md). `noise` starts
-    from a seeded draw, for varied samples.
-    """
-    scheduler = DDIMScheduler(
-        num_train_timesteps=model.train_timesteps,
-        beta_schedule=model.beta_schedule,
-        prediction_type=model.prediction_type,
-        clip_sample=False,
-        set_alpha_to_one=True,
-        timestep_spacing="trailing",
-    )
-    scheduler.set_timesteps(steps)
-    if model.sample_start == "mean":
-        latents = torch.zeros_like(condition)
-    else:
-        latents = torch.randn(condition.shape, generator=generator, dtype=condition.dtype)
-        latents = latents.to(condition.device)
-    for timestep in scheduler.timesteps:
-        if should_stop is not None and should_stop():
-            raise SamplingCancelled()
-        batch_t = torch.full((condition.shape[0],), int(timestep), device=condition.device)
-        output = predict(unet, latents, condition, batch_t, prompt_embeds)
-        latents = scheduler.step(output, timestep, latents, eta=0.0).prev_sample
-    return latents

@@ -99,7 +99,8 @@ def merge_adapters(
     """
     from peft import PeftModel
 
-    from linefuse.train.model import load_base, save_adapter
+    from linefuse.inference.model import load_base
+    from linefuse.train.model import save_adapter
 
     model = PeftModel.from_pretrained(
         load_base(paths.BASE_DIR), str(folder / domains[0]), adapter_name=domains[0]

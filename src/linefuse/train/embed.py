@@ -300,7 +300,7 @@ class _PixelEncoder:
         self.device = device
         self.vae = None
         if vae_path:  # diffusers and peft load only in latent mode: pixel mode needs torch alone
-            from linefuse.train.model import load_vae
+            from linefuse.inference.model import load_vae
 
             self.vae = load_vae(vae_path).to(device)
         self.mode = "latent" if self.vae is not None else "pixel"

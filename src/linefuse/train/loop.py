@@ -5,11 +5,11 @@ train@LEVEL trains a LoRA adapter on that base, starting from the previous curri
 adapter; `linefuse base` trains the shipped base on the chart bank. The same command runs on a
 CPU or under `accelerate launch --num_processes N`.
 
-`train` reads top to bottom, as diffusers' training examples do: the set-up, then each step inline
-under `accelerator.accumulate` (draw, loss, backward, clip, optimizer and schedule step), then the
-finish (validation loss; model, metrics and logs saved together). What has an idea of its own is
-a function beside it: the data, the model, the checkpoints, `step_draw` (what a micro-batch
-trains on, drawn from a seeded generator) and `draw_loss` (the model's loss on that draw).
+`train` reads top to bottom, as diffusers' training examples do: the set-up, then the steps
+(train/step.py's `training_step` under `accelerator.accumulate`: draw, loss, backward, clip,
+optimizer and schedule step; the profiler and the benchmarks run the same one), then the finish
+(validation loss; model, metrics and logs saved together). What has an idea of its own is a
+function beside it: the data, the model, the checkpoints.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from linefuse.data.bank import BankCrops
 from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
+from linefuse.inference.model import load_base
 from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
@@ -56,13 +57,19 @@ from linefuse.train.model import (
     add_lora,
     build_unet,
     count_parameters,
-    load_base,
     quantize_frozen,
     save_adapter,
     save_base,
     zero_prompt,
 )
-from linefuse.train.step import draw_loss, label_reader, step_draw
+from linefuse.train.step import (
+    LossNotFinite,
+    Trainer,
+    draw_loss,
+    label_reader,
+    step_draw,
+    training_step,
+)
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
 
@@ -313,6 +320,7 @@ def train(params: Params, job: Job) -> dict:
     logger = _step_logger(params, job, accelerator, logs, start_step, validate)
     digest = _RankDigest() if os.environ.get(DIGESTS_ENV) == "1" else None
 
+    trainer = Trainer(params, accelerator, noise, model, optimizer, schedule, trainable, reader)
     batches = stream.batches(skip=start_step * optim.grad_accum)
     model.train()
     wait_s, last, loop_started = 0.0, {}, time.perf_counter()
@@ -326,17 +334,12 @@ def train(params: Params, job: Job) -> dict:
             blurred, sharp, prompts, labels = pair
             if digest is not None:
                 digest.add(blurred)
-            with accelerator.accumulate(model):
-                draw = step_draw(params, blurred, sharp, step, micro, accelerator.process_index)
-                loss, terms = draw_loss(params, noise, model, draw, prompts, labels, reader)
-                if not torch.isfinite(loss):
-                    raise _diverged(job, store, float(loss.detach()), step)
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and optim.clip_grad_norm:
-                    accelerator.clip_grad_norm_(trainable, optim.clip_grad_norm)
-                optimizer.step()
-                schedule.step()
-                optimizer.zero_grad(set_to_none=True)
+            try:
+                loss, terms = training_step(
+                    trainer, blurred, sharp, prompts, step, micro, labels=labels
+                )
+            except LossNotFinite as error:
+                raise _diverged(job, store, error.loss, step) from None
             samples = blurred.shape[0] * accelerator.num_processes
             logger.add({k: float(v) for k, v in {"loss": loss, **terms}.items()}, samples, waited)
         done = step + 1

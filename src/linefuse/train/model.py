@@ -17,25 +17,12 @@ from diffusers import UNet2DConditionModel
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from linefuse import paths
-from linefuse.data.layout import ADAPTERS_MANIFEST
+from linefuse.inference.model import NULL_PROMPT_FILE, load_base
 from linefuse.params import LoraParams
 from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # what PeftModel.save_pretrained writes
-
-NULL_PROMPT_FILE = "null_prompt.safetensors"
-
-
-def load_vae(path: str):
-    """A local diffusers AutoencoderKL folder, frozen and in eval mode (never a hub id)."""
-    from diffusers import AutoencoderKL
-
-    vae = AutoencoderKL.from_pretrained(path, local_files_only=True)
-    vae.eval()
-    vae.requires_grad_(False)
-    return vae
 
 
 def build_unet(spec: str, channels: int) -> UNet2DConditionModel:
@@ -176,15 +163,6 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
-def predict(
-    unet: nn.Module, noisy: Tensor, condition: Tensor, timesteps: Tensor, prompt_embeds: Tensor
-) -> Tensor:
-    """The UNet's prediction for `noisy` given the condition; a bare UNet or a PeftModel."""
-    return unet(
-        torch.cat([noisy, condition], dim=1), timesteps, encoder_hidden_states=prompt_embeds
-    ).sample
-
-
 def zero_prompt(unet: str) -> torch.Tensor:
     """The null prompt of pixel-space training: one token of zeros."""
     return torch.zeros(1, 1, unet_config(unet)["cross_attention_dim"])
@@ -198,22 +176,6 @@ def save_base(unet: UNet2DConditionModel, folder: Path, null_prompt: Tensor) -> 
         {"embedding": null_prompt.detach().to("cpu", torch.float32).contiguous()},
         str(Path(folder) / NULL_PROMPT_FILE),
     )
-
-
-def load_null_prompt(folder: Path) -> Tensor:
-    """The (1, seq, dim) embedding save_base wrote beside the base model."""
-    path = Path(folder) / NULL_PROMPT_FILE
-    if not path.is_file():
-        raise UserError(
-            f"{path} is missing (a base written before LineFuse saved the prompt "
-            f"with the model); rerun `linefuse pretrain`"
-        )
-    return load_file(str(path))["embedding"]
-
-
-def load_base(folder: Path) -> UNet2DConditionModel:
-    """Read back a folder written by save_base (or any local diffusers UNet folder)."""
-    return UNet2DConditionModel.from_pretrained(str(folder))
 
 
 def save_adapter(model: peft.PeftModel, folder: Path) -> None:
@@ -252,15 +214,3 @@ def quantize_frozen(unet: nn.Module, scheme: str | None) -> None:
     ]
     quanto.quantize(unet, weights=getattr(quanto, scheme), exclude=trainable or None)
     quanto.freeze(unet)
-
-
-def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:
-    """The manifest train_domains wrote: {"adapters": {domain: dir}, "combined": dir | None}."""
-    manifest = folder / ADAPTERS_MANIFEST
-    if not manifest.is_file():
-        return {"adapters": {}, "combined": None}
-    content = json.loads(manifest.read_text())
-    return {
-        "adapters": {domain: folder / name for domain, name in content["adapters"].items()},
-        "combined": folder / content["combined"] if content["combined"] else None,
-    }

@@ -3,8 +3,7 @@
 It runs a few steps of pretrain or train@LEVEL with the stage's own pieces (accelerator, batch
 stream, model, optimizer, schedule, draw and loss), so the shares are those of the real loop, and
 saves nothing: no checkpoint, log, model or metric. Look here before changing depths or window
-sizes. `training_step` is the loop's step written out with its phases timed; the benchmarks step
-with it too.
+sizes. It runs the loop's own step (train/step.py's `training_step`) with its phases timed.
 
 Forward times come from hooks around each block. Backward times come from identity autograd
 functions on each block's inputs and outputs whose backward notes the time: autograd runs the
@@ -14,23 +13,19 @@ outputs and ends when it reaches its inputs.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import peft
 import torch
-from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from linefuse import paths
 from linefuse.params import Params
 from linefuse.stage import UserError
-from linefuse.train.base_batches import TextTargets
 from linefuse.train.diffusion import noise_scheduler
-from linefuse.train.label_reader import LabelReader
 from linefuse.train.loop import (
     Job,
     make_accelerator,
@@ -41,64 +36,10 @@ from linefuse.train.loop import (
     training_data,
     training_model,
 )
-from linefuse.train.step import draw_loss, step_draw
+from linefuse.train.step import Trainer, training_step
 
 WARMUP_STEPS = 2  # untimed: the first steps pay for allocation and one-off setup
 STEM = "stem/head"  # the rest of the UNet (time embedding, conv_in, conv_out), noising and the loss
-
-
-@dataclass
-class Trainer:
-    """What a step outside the stage's loop needs (here, and in benchmarks/): the prepared model,
-    optimizer and schedule, the noise scheduler, the parameters that train and, for the base's
-    CTC term, the frozen label reader."""
-
-    params: Params
-    accelerator: Accelerator
-    noise: object  # the diffusers noise scheduler
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    schedule: object  # the learning-rate schedule
-    trainable: list[torch.nn.Parameter]
-    reader: LabelReader | None = None
-
-
-def _untimed(name: str):
-    return contextlib.nullcontext()
-
-
-def training_step(
-    trainer: Trainer,
-    blurred,
-    sharp,
-    prompt_embeds,
-    step: int,
-    micro: int,
-    phase=_untimed,
-    labels: TextTargets | None = None,
-) -> tuple[torch.Tensor, dict]:
-    """One micro-batch as linefuse.train.loop.train steps it inline (keep the two alike): loss,
-    backward and, on the last micro-batch, the optimizer step. `phase(name)` wraps forward,
-    backward and optimizer step (the profiler times them); a loss that is not finite raises
-    ArithmeticError before its backward pass."""
-    params, accelerator, optimizer = trainer.params, trainer.accelerator, trainer.optimizer
-    with accelerator.accumulate(trainer.model):
-        with phase("forward"):
-            draw = step_draw(params, blurred, sharp, step, micro, accelerator.process_index)
-            loss, terms = draw_loss(
-                params, trainer.noise, trainer.model, draw, prompt_embeds, labels, trainer.reader
-            )
-        if not torch.isfinite(loss):
-            raise ArithmeticError(f"loss became {float(loss.detach())} at step {step + 1}")
-        with phase("backward"):
-            accelerator.backward(loss)
-        with phase("optimizer step"):
-            if accelerator.sync_gradients and params.optim.clip_grad_norm:
-                accelerator.clip_grad_norm_(trainer.trainable, params.optim.clip_grad_norm)
-            optimizer.step()
-            trainer.schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-    return loss, terms
 
 
 def profile_job(params: Params, level: str | None, full: bool) -> Job:

@@ -1,28 +1,26 @@
-"""One training step's draw and loss, shared by pretrain, train@LEVEL, the base and its GPU
-windows: what a micro-batch trains on (`step_draw`, from a seeded generator) and the model's
-loss on it (`draw_loss`). The loops that step the optimizer around them are train/loop.py and
-train/window.py."""
+"""One training step, shared by pretrain, train@LEVEL, the base and its GPU windows: what a
+micro-batch trains on (`step_draw`, from a seeded generator), the model's loss on it
+(`draw_loss`), and, for train/loop.py's loop, the profiler and the benchmarks, the step itself
+under accelerate (`training_step`). train/window.py steps its own compiled model around the
+same draw and loss."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+from accelerate import Accelerator
 
 from linefuse import paths
 from linefuse.hardware import host_to_device
+from linefuse.inference.label_reader import LabelReader, ctc_loss
+from linefuse.inference.model import predict
+from linefuse.inference.sampler import restored_from
 from linefuse.params import Params
 from linefuse.stage import UserError
 from linefuse.train.base_batches import TextTargets, label_pixel_weights
-from linefuse.train.diffusion import (
-    clean_signal,
-    noisy_and_target,
-    restored_from,
-    start_noise,
-    weighted_loss,
-)
-from linefuse.train.label_reader import LabelReader, ctc_loss
-from linefuse.train.model import predict
+from linefuse.train.diffusion import clean_signal, noisy_and_target, start_noise, weighted_loss
 
 
 @dataclass
@@ -114,3 +112,68 @@ def label_reader(spec: str, device) -> LabelReader:
     reader = LabelReader.from_pretrained(str(folder)).to(device).eval()
     reader.requires_grad_(False)
     return reader
+
+
+class LossNotFinite(ArithmeticError):
+    """The loss stopped being finite (at 0-based `step`): training diverged."""
+
+    def __init__(self, loss: float, step: int):
+        super().__init__(f"loss became {loss} at step {step + 1}")
+        self.loss, self.step = loss, step
+
+
+def _untimed(name: str):
+    return contextlib.nullcontext()
+
+
+@dataclass
+class Trainer:
+    """What a step needs: the prepared model, optimizer and schedule, the noise scheduler, the
+    parameters that train and, for the base's CTC term, the frozen label reader."""
+
+    params: Params
+    accelerator: Accelerator
+    noise: object  # the diffusers noise scheduler
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: object  # the learning-rate schedule
+    trainable: list[torch.nn.Parameter]
+    reader: LabelReader | None = None
+
+
+def _untimed(name: str):
+    return contextlib.nullcontext()
+
+
+def training_step(
+    trainer: Trainer,
+    blurred,
+    sharp,
+    prompt_embeds,
+    step: int,
+    micro: int,
+    phase=_untimed,
+    labels: TextTargets | None = None,
+) -> tuple[torch.Tensor, dict]:
+    """One micro-batch, as the training loop, the profiler and the benchmarks step it: loss,
+    backward and, on the last micro-batch, the optimizer step. `phase(name)` wraps forward,
+    backward and optimizer step (the profiler times them); a loss that is not finite raises
+    LossNotFinite before its backward pass."""
+    params, accelerator, optimizer = trainer.params, trainer.accelerator, trainer.optimizer
+    with accelerator.accumulate(trainer.model):
+        with phase("forward"):
+            draw = step_draw(params, blurred, sharp, step, micro, accelerator.process_index)
+            loss, terms = draw_loss(
+                params, trainer.noise, trainer.model, draw, prompt_embeds, labels, trainer.reader
+            )
+        if not torch.isfinite(loss):
+            raise LossNotFinite(float(loss.detach()), step)
+        with phase("backward"):
+            accelerator.backward(loss)
+        with phase("optimizer step"):
+            if accelerator.sync_gradients and params.optim.clip_grad_norm:
+                accelerator.clip_grad_norm_(trainer.trainable, params.optim.clip_grad_norm)
+            optimizer.step()
+            trainer.schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+    return loss, terms

@@ -32,6 +32,7 @@ from accelerate import Accelerator
 from safetensors.torch import load_file, save_file
 from torch.utils.flop_counter import FlopCounterMode
 
+from linefuse import paths
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.device_charts import ChartDrawer, DeviceCharts
 from linefuse.hardware import choose_device, choose_precision, cpu_model
@@ -43,8 +44,6 @@ from linefuse.train.step import draw_loss, step_draw
 
 log = logging.getLogger("linefuse")
 
-STATE_FILE = "state.safetensors"
-CANDIDATE_DIR = "candidate"
 STEP_LOG = "steps.jsonl"
 # dense bf16 tensor-core peak, FLOP/s, by GPU name (NVIDIA's data sheets, SXM parts)
 BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
@@ -81,7 +80,7 @@ class Setting:
 
 def load_state(folder: Path | None) -> tuple[dict | None, WindowState]:
     """The last window's stable state (tensors, WindowState), or (None, a fresh WindowState)."""
-    path = folder / STATE_FILE if folder else None
+    path = folder / paths.WINDOW_STATE_FILE if folder else None
     if path is None or not path.is_file():
         return None, WindowState()
     from safetensors import safe_open
@@ -444,7 +443,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
             trainer.state, next_chart=trainer.drawer.next_index, windows=start_state.windows + 1
         )
         out.mkdir(parents=True, exist_ok=True)
-        save_state(out / STATE_FILE, trainer.model, trainer.optimizer, stable_state)
+        save_state(out / paths.WINDOW_STATE_FILE, trainer.model, trainer.optimizer, stable_state)
         cool_s = max(0.0, deadline - window.score_seconds - time.time())
         rate = max(phases["stable"]["steps"], 1) / max(phases["stable"]["seconds"], 1e-9)
         cool_steps = max(1, int(cool_s * rate))
@@ -453,7 +452,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         phases["cooldown"] = trainer.run("cooldown", steps=cool_steps, lr=decay)
     finally:
         trainer.drawer.close()
-    with atomic_dir(out / CANDIDATE_DIR) as folder:
+    with atomic_dir(out / paths.WINDOW_CANDIDATE_DIR) as folder:
         save_base(trainer.model, folder, zero_prompt(params.base.unet))
     with open(out / STEP_LOG, "w") as handle:
         handle.writelines(json.dumps(line) + "\n" for line in trainer.log_lines)

@@ -2,7 +2,7 @@
 
 An image no larger than a tile (`tiles.size`) is padded (reflect) to the model's multiple,
 restored in a batch of its size and cropped back; a larger one is restored in overlapping tiles
-(serve/tiles.py). A scan's skew is undone first (eval.deskew, data/deskew.py). The same code
+(inference/tiles.py). A scan's skew is undone first (eval.deskew, data/deskew.py). The same code
 serves `evaluate`, `linefuse restore` and `linefuse serve`.
 """
 
@@ -22,11 +22,11 @@ from linefuse import paths
 from linefuse.data.deskew import straighten
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
+from linefuse.inference.model import load_base, load_null_prompt
+from linefuse.inference.sampler import restored_from, sample
+from linefuse.inference.tiles import boxes, restore_tiled
 from linefuse.params import Params
-from linefuse.serve.tiles import boxes, restore_tiled
 from linefuse.stage import UserError
-from linefuse.train.diffusion import restored_from, sample
-from linefuse.train.model import load_base, load_null_prompt
 
 log = logging.getLogger("linefuse")
 
@@ -61,7 +61,7 @@ class Restorer:
         self.unet = unet.to(self.device).eval()
         self.vae = None
         if params.model.vae is not None:
-            from linefuse.train.model import load_vae
+            from linefuse.inference.model import load_vae
 
             self.vae = load_vae(params.model.vae).to(self.device)
         self.prompt = load_null_prompt(base_dir).to(self.device)

@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 from linefuse.data.charts import draw_chart
 from linefuse.evaluate.metrics import psnr
+from linefuse.inference.restorer import Restorer
+from linefuse.inference.tiles import boxes, restore_tiled, starts, window
 from linefuse.params import load_params
-from linefuse.serve.restorer import Restorer
-from linefuse.serve.tiles import boxes, restore_tiled, starts, window
 
 from conftest import ROOT, run_cli
 
@@ -136,7 +136,7 @@ def test_restore_shows_the_tiles_of_a_tiled_image_and_writes_the_same_bytes(
             self.updates.append(n)
             return super().update(n)
 
-    monkeypatch.setattr("linefuse.serve.restorer.tqdm", ShownBar)
+    monkeypatch.setattr("linefuse.inference.restorer.tqdm", ShownBar)
     with chdir(trained_project):
         params = load_params("params.yaml")
     blurred = next(_blurred_charts(params, count=1, size_px=(400, 300)))[0]
