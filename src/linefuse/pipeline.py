@@ -44,6 +44,7 @@ DATA_FILES = {
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",
     ),
+    "linefuse.serve.app": ("src/linefuse/serve/page.html.j2",),
 }
 
 

@@ -121,8 +121,15 @@ def test_the_shipped_base_is_small_named_by_default_and_carded():
     assert weights.stat().st_size < 32 * 1024**2
     card = (SHIPPED / "README.md").read_text()
     assert yaml.safe_load(card.split("---")[1])["library_name"] == "diffusers"
-    for fact in ("commit", "hours", "steps of", "| test |", "make base"):
-        assert fact in card
+    for fact in ("steps of", "| test |", "make base"):  # how it began, how well it does
+        assert fact in card, fact
+    # how it was made: `make base` (its commit and hours), or GPU windows with their ledger
+    made = (
+        ("commit", "hours")
+        if "## GPU windows" not in card
+        else ("make base-window", "cumulative pairs")
+    )
+    assert all(fact in card for fact in made), made
 
 
 @pytest.mark.slow  # the shipped base on full-size default charts

@@ -176,4 +176,4 @@ def training_step(
             optimizer.step()
             trainer.schedule.step()
             optimizer.zero_grad(set_to_none=True)
-    return loss, terms
+    return loss.detach(), terms  # for the log: no graph kept, no warning on float()
