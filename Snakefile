@@ -257,7 +257,7 @@ rule pretrain:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
-        config["launch"]["config"],
+        launch=config["launch"]["config"],
     output:
         directory("models/base"),
         directory("logs/pretrain"),
@@ -272,7 +272,6 @@ rule pretrain:
             "pretrain",
             "degrade.levels",
         ),
-        launch=config["launch"]["config"],
         processes=PROCESSES,
     log:
         "logs/snakemake/pretrain.log",
@@ -282,7 +281,7 @@ rule pretrain:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {params.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli pretrain > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli pretrain > {log} 2>&1"
 
 
 rule train:
@@ -320,7 +319,7 @@ rule train:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
-        config["launch"]["config"],
+        launch=config["launch"]["config"],
     output:
         directory("models/lora/{level}"),
         directory("logs/train/{level}"),
@@ -338,7 +337,6 @@ rule train:
             "train.ordered",
             "train.curriculum.{level}",
         ),
-        launch=config["launch"]["config"],
         processes=PROCESSES,
     log:
         "logs/snakemake/train/{level}.log",
@@ -348,7 +346,7 @@ rule train:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {params.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train --level {wildcards.level} > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train --level {wildcards.level} > {log} 2>&1"
 
 
 rule train_domains:
@@ -386,7 +384,7 @@ rule train_domains:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
-        config["launch"]["config"],
+        launch=config["launch"]["config"],
     output:
         directory("models/domains"),
         directory("logs/train/domains"),
@@ -403,7 +401,6 @@ rule train_domains:
             "train.adapters",
             "train.per_domain",
         ),
-        launch=config["launch"]["config"],
         processes=PROCESSES,
     log:
         "logs/snakemake/train_domains.log",
@@ -413,7 +410,7 @@ rule train_domains:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {params.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train-domains > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train-domains > {log} 2>&1"
 
 
 rule report:

@@ -445,10 +445,10 @@ def _snake_rule(stage: Stage) -> str:
     many = "tracked=tracked(\n" + "".join(f"            {key},\n" for key in keys) + "        )"
     params = [one_line if len(one_line) <= 88 else many]
     if stage.launch:
-        command = LAUNCH.format(config="{params.launch}", processes="{params.processes}")
+        command = LAUNCH.format(config="{input.launch}", processes="{params.processes}")
         command += f" {stage.command}"
-        inputs.append('config["launch"]["config"]')
-        params += ['launch=config["launch"]["config"]', "processes=PROCESSES"]
+        inputs.append('launch=config["launch"]["config"]')
+        params += ["processes=PROCESSES"]
         resources.append("gpu=PROCESSES")
     outs = stage.outs + stage.logs + stage.metrics + tuple(plot.path for plot in stage.plots)
     log = Path("logs/snakemake", stage.name)
