@@ -793,7 +793,7 @@ class OcrParams(Strict):
 class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
     shrink: Annotated[float, Field(ge=0.0, le=255.0)]
-    deskew: Literal["auto", "on", "off"]
+    deskew: Literal["auto", "always", "never"]
     sweep: SweepParams
     batch_size: Annotated[int, Field(ge=1)]
     seed: int

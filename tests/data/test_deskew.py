@@ -75,18 +75,18 @@ def test_undo_inverts_the_scan_geometry():
 
 
 def test_straighten_undoes_a_turned_chart_and_passes_the_rest_through():
-    """eval.deskew's step: `auto` and `on` straighten a chart turned by 3 degrees (closer to the
+    """eval.deskew's step: `auto` and `always` straighten a chart turned by 3 degrees (closer to the
     straight chart than the input); `auto` passes a straight chart through unchanged, every mode a
-    blank page, and `off` touches nothing."""
+    blank page, and `never` touches nothing."""
     sharp, _, _ = draw_chart(CHARTS, FRAMED[0])
     turned = scanned(sharp, 3.0, 0.0)
     error = np.abs(turned.astype(float) - sharp).mean()
-    for mode in ("auto", "on"):
+    for mode in ("auto", "always"):
         straight = deskew.straighten(turned, mode)
         assert np.abs(straight.astype(float) - sharp).mean() < error / 3
     blank = np.full((200, 300, 3), 250, np.uint8)
-    for mode in ("auto", "off"):
+    for mode in ("auto", "never"):
         assert deskew.straighten(sharp, mode) is sharp
-    for mode in ("auto", "on", "off"):
+    for mode in ("auto", "always", "never"):
         assert deskew.straighten(blank, mode) is blank
-    assert deskew.straighten(turned, "off") is turned
+    assert deskew.straighten(turned, "never") is turned

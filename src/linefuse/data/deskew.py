@@ -48,8 +48,8 @@ CONFIDENT_SE_DEG = 0.05
 @dataclass(frozen=True)
 class Skew:
     """A scan's geometry as degrade._scan draws it: `rotation_deg`, and `shear` (col += shear *
-    row); `rotation_se_deg` its standard error; `lines` how many (horizontal, vertical) lines
-    were fitted. Nothing found: rotation None."""
+    row); `rotation_se_deg` the larger of the two families' standard errors; `lines` how many
+    (horizontal, vertical) lines were fitted. Nothing found: rotation None."""
 
     rotation_deg: float | None
     shear: float
@@ -65,18 +65,20 @@ class Skew:
         return tilt * max(height, width) / 2 + abs(self.shear) * height / 2
 
     def confident(self, shape: tuple[int, ...]) -> bool:
-        """Worth undoing: found, measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
+        """Worth undoing: found on at least two lines a family (so that they can be seen to
+        agree), measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
         return (
             self.rotation_deg is not None
+            and min(self.lines) >= 2
             and self.rotation_se_deg <= CONFIDENT_SE_DEG
             and self.moves_px(shape) >= NEGLIGIBLE_PX
         )
 
 
 def straighten(image: np.ndarray, mode: str) -> np.ndarray:
-    """The image to restore (eval.deskew): with its skew undone where `mode` is `on` and lines
-    were found, or `auto` and the estimate is confident; else the image itself."""
-    if mode == "off":
+    """The image to restore (eval.deskew): with its skew undone where `mode` is `always` and
+    lines were found, or `auto` and the estimate is confident; else (and `never`) itself."""
+    if mode == "never":
         return image
     skew = estimate(image)
     if skew.rotation_deg is None or (mode == "auto" and not skew.confident(image.shape)):
@@ -97,7 +99,7 @@ def estimate(image: np.ndarray) -> Skew:
         return Skew(None, 0.0, math.inf, lines)
     # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
     # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
-    rows_per_col, se, _ = horizontal
+    rows_per_col, se = horizontal[0], max(horizontal[1], vertical[1])
     tan_a, shear = rows_per_col, 0.0
     for _ in range(2):
         shear = -vertical[0] - tan_a
@@ -173,7 +175,11 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
     keep = np.abs(slopes - np.median(slopes)) <= 3 * np.maximum(errors, _mad(slopes))
     weights = 1 / np.square(errors[keep])
     pooled = float(np.sum(weights * slopes[keep]) / weights.sum())
-    return pooled, float(1 / math.sqrt(weights.sum())), int(keep.sum())
+    # lines of one page turn together: where they disagree by more than their errors say (a
+    # curve's drifting baseline is no frame line), the error grows by that excess (Birge ratio)
+    count = int(keep.sum())
+    excess = np.sum(weights * np.square(slopes[keep] - pooled)) / (count - 1) if count > 1 else 1
+    return pooled, float(math.sqrt(max(1.0, excess) / weights.sum())), count
 
 
 def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:

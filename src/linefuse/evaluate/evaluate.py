@@ -175,7 +175,7 @@ def _score_sharp(
 
 def _straightened(images: list, params: Params, mapper: Callable, name: str) -> list:
     """The images as the models get them: each straightened once (eval.deskew), for them all."""
-    if params.eval.deskew == "off":
+    if params.eval.deskew == "never":
         return images
     inputs = list(mapper(partial(straighten, mode=params.eval.deskew), images))
     moved = sum(not np.array_equal(a, b) for a, b in zip(images, inputs, strict=True))

@@ -162,7 +162,7 @@ class Restorer:
         by_shape: dict[tuple, list[int]] = {}
         for position, image in enumerate(images):
             if max(image.shape[:2]) > self.params.tiles.size:
-                out[position] = self.restore_image(image, steps, seed, deskew="off")
+                out[position] = self.restore_image(image, steps, seed, deskew="never")
                 continue
             by_shape.setdefault(image.shape, []).append(position)
         for positions in by_shape.values():
