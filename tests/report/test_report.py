@@ -368,7 +368,7 @@ def test_headless_chromium_draws_the_tables_and_samples(reported, tmp_path):
     assert len(np.unique(image.reshape(-1, 3), axis=0)) > 500  # not blank, not one flat colour
 
     # the tables, left of the samples: text and the tinted cells, so many non-white pixels
-    tables = image[250:1400, :880]
+    tables = image[250:, :880]  # below the summary cards, whose height follows their text
     assert (tables.min(axis=2) < 200).mean() > 0.05
     best_green = np.all(np.abs(tables.astype(int) - (192, 220, 197)) <= 2, axis=2).sum()
     assert best_green > 2000, best_green  # the highlighted best cell of every row
