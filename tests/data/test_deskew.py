@@ -90,3 +90,14 @@ def test_straighten_undoes_a_turned_chart_and_passes_the_rest_through():
     for mode in ("auto", "always", "never"):
         assert deskew.straighten(blank, mode) is blank
     assert deskew.straighten(turned, "never") is turned
+
+
+def test_auto_leaves_a_page_whose_one_family_alone_turned():
+    """Horizontal lines turned 0.86 degrees beside upright vertical ones (a ggplot chart whose
+    spectra's baselines drift across a straight grid, as measured): not a scan, not undone; a
+    page turned as a whole is."""
+    baseline_beside_grid = deskew.Skew(0.86, -math.tan(math.radians(0.86)), 0.005, (2, 5))
+    assert baseline_beside_grid.one_family_turned()
+    assert not baseline_beside_grid.confident((300, 400, 3))
+    turned_page = deskew.Skew(0.86, 0.004, 0.005, (2, 5))
+    assert not turned_page.one_family_turned() and turned_page.confident((300, 400, 3))

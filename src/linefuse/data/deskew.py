@@ -42,6 +42,10 @@ MAX_SHEAR = 0.02  # a scanner's shear is smaller: two families further from squa
 # `auto` undoes a skew only when it moves the chart's corners by this much (less is within what
 # resampling itself costs), and when the rotation's standard error is at most this
 NEGLIGIBLE_PX = 0.3
+# a page whose vertical lines are within STRAIGHT_DEG of upright while its horizontal ones turn by
+# over ONE_FAMILY_DEG is not what `auto` undoes (Skew.one_family_turned)
+STRAIGHT_DEG = 0.05
+ONE_FAMILY_DEG = 0.3
 CONFIDENT_SE_DEG = 0.05
 
 
@@ -64,12 +68,23 @@ class Skew:
         tilt = abs(math.radians(self.rotation_deg))
         return tilt * max(height, width) / 2 + abs(self.shear) * height / 2
 
+    def one_family_turned(self) -> bool:
+        """The vertical lines straight while the horizontal ones turn by more than a scan's
+        shear could hide: what a curve's drifting baseline beside a straight grid looks like. A
+        scanner turns the whole page; its shear is a small fraction of that."""
+        vertical = math.tan(math.radians(self.rotation_deg or 0.0)) + self.shear
+        return (
+            abs(vertical) < math.tan(math.radians(STRAIGHT_DEG))
+            and abs(self.rotation_deg or 0.0) > ONE_FAMILY_DEG
+        )
+
     def confident(self, shape: tuple[int, ...]) -> bool:
         """Worth undoing: found on at least two lines a family (so that they can be seen to
         agree), measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
         return (
             self.rotation_deg is not None
             and min(self.lines) >= 2
+            and not self.one_family_turned()
             and self.rotation_se_deg <= CONFIDENT_SE_DEG
             and self.moves_px(shape) >= NEGLIGIBLE_PX
         )
