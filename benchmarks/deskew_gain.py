@@ -3,12 +3,12 @@
 Reads the default run's outputs (`make repro` first: data/shards, models/base, the last
 curriculum adapter) and restores every test and held-out input of every level with the final
 adapter, eval.steps DDIM steps, three ways:
-- as drawn: the input itself (eval.deskew off);
+- as drawn: the input itself (eval.deskew never);
 - estimated: straightened as evaluate, restore and serve do (eval.deskew auto);
 - oracle: the scan's drawn rotation and shear undone exactly (scan inputs only).
 Per split, level and domain: the mean PSNR gain over the input as drawn, with its sample count
-and a 95% t interval; and the sharp charts through the model with and without the step (do no
-harm). Also the step's seconds per megapixel on this CPU (named in the report). Writes
+and evaluate's bootstrap interval; and the sharp charts through the model with and without the
+step (do no harm). Also the step's seconds per megapixel on this CPU (named in the report). Writes
 benchmarks/results/deskew_gain.json.
 
     python benchmarks/deskew_gain.py
@@ -22,11 +22,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from linefuse import paths
 from linefuse.data import deskew
 from linefuse.data.readers import LmdbPairs
+from linefuse.evaluate.intervals import mean_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, cpu_model
 from linefuse.inference.restorer import Restorer
@@ -46,18 +46,6 @@ def _oracle(image: np.ndarray, meta: dict) -> np.ndarray:
     return deskew.undo(image, skew)
 
 
-def _summary(gains: list[float]) -> dict:
-    values = np.asarray(gains)
-    mean = float(values.mean())
-    half = float(stats.sem(values) * stats.t.ppf(0.975, len(values) - 1)) if len(values) > 1 else 0
-    return {
-        "mean": round(mean, 3),
-        "low": round(mean - half, 3),
-        "high": round(mean + half, 3),
-        "n": len(values),
-    }
-
-
 def main() -> None:
     params = load_params(REPO / "params.yaml")
     restorer = Restorer(
@@ -69,6 +57,10 @@ def main() -> None:
         params.eval.batch_size,
         params.eval.metric,
     )
+
+    def summary(gains: list[float]) -> dict:  # evaluate's bootstrap interval, its settings
+        return mean_interval(gains, params.eval.interval, params.eval.seed)
+
     report = {"cpu": cpu_model(), "steps": steps, "cells": {}, "sharp": {}}
     sharp_images, seconds, pixels = {}, 0.0, 0
     with get_context("fork").Pool(2) as pool:
@@ -103,7 +95,7 @@ def main() -> None:
                     moved.append(not np.array_equal(inputs["estimated"][i], image))
                 for domain, cell in cells.items():
                     report["cells"][f"{split}/{level}/{domain}"] = {
-                        **{way: _summary(gains) for way, gains in cell.items() if way != "moved"},
+                        **{way: summary(gains) for way, gains in cell.items() if way != "moved"},
                         "moved_by_auto": int(sum(cell["moved"])),
                     }
                 print(
@@ -117,7 +109,7 @@ def main() -> None:
             straight = pool.map(_estimated, sharp)
             ways = {"as_drawn": sharp, "estimated": straight}
             report["sharp"][split] = {
-                way: _summary(
+                way: summary(
                     [
                         psnr(out, truth, metric)
                         for out, truth in zip(

@@ -420,7 +420,8 @@ include: "workflow/rules/common.smk"
 
 
 def _snake_path(path) -> str:
-    """A path as a rule names it: every level's (expand) for an EachLevel, a folder as such."""
+    """An input as a rule names it: every level's (expand) for an EachLevel, params.yaml's value
+    for a Param, else the path."""
     if isinstance(path, EachLevel):
         levels = "LEVELS" if path.over == "levels" else "CURRICULUM"
         return f'expand("{(path.folder / LEVEL).as_posix()}", level={levels})'

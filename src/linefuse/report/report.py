@@ -363,10 +363,11 @@ def card(key: str, value: object, split: dict | None = None) -> dict:
         text = f"{value:.3g}×"
     else:
         text = str(value) if isinstance(value, int) else f"{value:.4g}"
+    name = card_name(key)
     return {
         "key": key.partition(".")[2],
-        "name": card_name(key) or key.partition(".")[2].replace("_", " "),
-        "named": card_name(key) is not None,
+        "name": name or key.partition(".")[2].replace("_", " "),
+        "named": name is not None,
         "reading": card_reading(key, value, split or {}),
         "text": text,
         "css": css,
