@@ -42,7 +42,7 @@ def _estimated(image: np.ndarray) -> np.ndarray:
 
 def _oracle(image: np.ndarray, meta: dict) -> np.ndarray:
     drawn = meta["params"]
-    skew = deskew.Skew(drawn["rotation"], drawn["shear_x"], 0.0, (0, 0))
+    skew = deskew.Skew(drawn["rotation"], drawn["shear_x"], 0.0, 1.0)
     return deskew.undo(image, skew)
 
 

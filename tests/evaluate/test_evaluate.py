@@ -20,6 +20,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 
 from linefuse.data.degrade import blur_kernel
+from linefuse.data.deskew import straighten
 from linefuse.data.readers import EmbeddedPairs, LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
@@ -239,9 +240,16 @@ def test_eval_detail_has_every_table(evaluated):
     assert few["psnr_shortfall_db"] == pytest.approx(shortfall, abs=1e-3)
     assert few["speedup"] == pytest.approx(speed[max(sweep)] / speed[4], rel=0.01)
     assert few["speedup"] > 1.5  # 4 steps against 8
-    # whole test images (shards.test_crop: null): the 96 x 64 charts, one row per cell
+    # whole test images (shards.test_crop: null): the 96 x 64 charts, one row per cell; with
+    # eval.deskew, the input as the models got it beside the input as drawn
     grid = Image.open(evaluated / "reports/samples.png")
-    assert grid.size == (3 * 96, len(DOMAINS) * len(LEVELS) * (64 + 2))
+    panels = 3 if tiny_params()["eval"]["deskew"] == "never" else 4
+    assert grid.size == (panels * 96, len(DOMAINS) * len(LEVELS) * (64 + 2))
+    if panels == 4:
+        sheet = np.asarray(grid.convert("RGB"))
+        for top in range(0, sheet.shape[0], 64 + 2):
+            drawn, given = sheet[top : top + 64, :96], sheet[top : top + 64, 96:192]
+            assert np.array_equal(given, straighten(drawn, tiny_params()["eval"]["deskew"]))
 
 
 def test_every_cell_has_its_sample_count_and_gain_interval(evaluated):

@@ -83,10 +83,11 @@ def test_more_steps_than_the_model_was_trained_for_are_warned_once(trained_proje
 
 def test_restore_image_straightens_a_turned_chart_first():
     """eval.deskew's step runs inside restore_image (restore and serve): a chart turned by 3
-    degrees is restored as its straightened self (`auto`); `never` restores it as drawn."""
+    degrees (default chart 6, two spines) is restored as its straightened self (`auto`); `never`
+    restores it as drawn."""
     params = parse_params(tiny_params())
     restorer = Restorer(params, None, "cpu", base_dir=ROOT / "src/linefuse/zoo/chart-base")
-    sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 2)
+    sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 6)
     turned = ndimage.rotate(sharp, 3.0, reshape=False, order=1, mode="nearest")
     straight = straighten(turned, "always")
     restored = restorer.restore_image(turned, 1, deskew="auto")

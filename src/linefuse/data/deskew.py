@@ -40,25 +40,25 @@ HALF_WINDOW = 4  # rows each side of a line where its sub-pixel centre is measur
 MIN_COLUMNS = 40  # fewer columns than this along a line: no fit
 MAX_SHEAR = 0.02  # a scanner's shear is smaller: two families further from square are not a frame
 # `auto` undoes a skew only when it moves the chart's corners by this much (less is within what
-# resampling itself costs), and when the rotation's standard error is at most this
+# resampling itself costs), when the rotation's standard error is at most CONFIDENT_SE_DEG, and
+# when each family's longest line spans LONG_SPAN of the image: a plotting program's axes and
+# grid span about three quarters of it, a curve's flat stretch rarely 70%
 NEGLIGIBLE_PX = 0.3
-# a page whose vertical lines are within STRAIGHT_DEG of upright while its horizontal ones turn by
-# over ONE_FAMILY_DEG is not what `auto` undoes (Skew.one_family_turned)
-STRAIGHT_DEG = 0.05
-ONE_FAMILY_DEG = 0.3
-CONFIDENT_SE_DEG = 0.05
+CONFIDENT_SE_DEG = 0.1
+LONG_SPAN = 0.7
 
 
 @dataclass(frozen=True)
 class Skew:
     """A scan's geometry as degrade._scan draws it: `rotation_deg`, and `shear` (col += shear *
-    row); `rotation_se_deg` the larger of the two families' standard errors; `lines` how many
-    (horizontal, vertical) lines were fitted. Nothing found: rotation None."""
+    row); `rotation_se_deg` the larger of the two families' standard errors; `span` the shorter
+    of the two families' longest lines, as a fraction of the image's width (height). Nothing
+    found: rotation None."""
 
     rotation_deg: float | None
     shear: float
     rotation_se_deg: float
-    lines: tuple[int, int]
+    span: float
 
     def moves_px(self, shape: tuple[int, ...]) -> float:
         """How far undoing it moves the image's farthest corner, in pixels."""
@@ -68,23 +68,13 @@ class Skew:
         tilt = abs(math.radians(self.rotation_deg))
         return tilt * max(height, width) / 2 + abs(self.shear) * height / 2
 
-    def one_family_turned(self) -> bool:
-        """The vertical lines straight while the horizontal ones turn by more than a scan's
-        shear could hide: what a curve's drifting baseline beside a straight grid looks like. A
-        scanner turns the whole page; its shear is a small fraction of that."""
-        vertical = math.tan(math.radians(self.rotation_deg or 0.0)) + self.shear
-        return (
-            abs(vertical) < math.tan(math.radians(STRAIGHT_DEG))
-            and abs(self.rotation_deg or 0.0) > ONE_FAMILY_DEG
-        )
-
     def confident(self, shape: tuple[int, ...]) -> bool:
-        """Worth undoing: found on at least two lines a family (so that they can be seen to
-        agree), measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
+        """Worth undoing: found on lines as long as a frame's (LONG_SPAN; the flat baseline of a
+        curve, tilted by its data, is not), measured to CONFIDENT_SE_DEG, and larger than
+        NEGLIGIBLE_PX."""
         return (
             self.rotation_deg is not None
-            and min(self.lines) >= 2
-            and not self.one_family_turned()
+            and self.span >= LONG_SPAN
             and self.rotation_se_deg <= CONFIDENT_SE_DEG
             and self.moves_px(shape) >= NEGLIGIBLE_PX
         )
@@ -109,19 +99,19 @@ def estimate(image: np.ndarray) -> Skew:
     gray = ndimage.gaussian_filter(gray / 255.0, 1.0)
     horizontal = _family_tilt(_edge_maps(gray))
     vertical = _family_tilt(_edge_maps(gray.T))
-    lines = (horizontal[2] if horizontal else 0, vertical[2] if vertical else 0)
     if horizontal is None or vertical is None:
-        return Skew(None, 0.0, math.inf, lines)
+        return Skew(None, 0.0, math.inf, 0.0)
     # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
     # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
     rows_per_col, se = horizontal[0], max(horizontal[1], vertical[1])
+    span = min(horizontal[2] / gray.shape[1], vertical[2] / gray.shape[0])
     tan_a, shear = rows_per_col, 0.0
     for _ in range(2):
         shear = -vertical[0] - tan_a
         tan_a = rows_per_col / (1 + rows_per_col * shear)
     if abs(shear) > MAX_SHEAR:
-        return Skew(None, 0.0, math.inf, lines)
-    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), lines)
+        return Skew(None, 0.0, math.inf, span)
+    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), span)
 
 
 def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
@@ -158,8 +148,8 @@ def _edge_maps(gray: np.ndarray) -> list[np.ndarray]:
 
 
 def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
-    """(d row / d col of the long near-horizontal edges, its standard error, edges fitted), or
-    None where there is no long line."""
+    """(d row / d col of the long near-horizontal edges, its standard error, the columns the
+    longest of them was fitted on), or None where there is no long line."""
     height, width = edges[0].shape
     cols = np.arange(width) - (width - 1) / 2
     points = [_Points.of(edge) for edge in edges]
@@ -185,8 +175,7 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
     fits = [fit for fit in fits if fit is not None and abs(fit[0] - slope) <= tolerance]
     if not fits:
         return None
-    slopes = np.array([fit[0] for fit in fits])
-    errors = np.array([fit[1] for fit in fits])
+    slopes, errors, columns = (np.array(column) for column in zip(*fits, strict=True))
     keep = np.abs(slopes - np.median(slopes)) <= 3 * np.maximum(errors, _mad(slopes))
     weights = 1 / np.square(errors[keep])
     pooled = float(np.sum(weights * slopes[keep]) / weights.sum())
@@ -194,7 +183,7 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
     # curve's drifting baseline is no frame line), the error grows by that excess (Birge ratio)
     count = int(keep.sum())
     excess = np.sum(weights * np.square(slopes[keep] - pooled)) / (count - 1) if count > 1 else 1
-    return pooled, float(math.sqrt(max(1.0, excess) / weights.sum())), count
+    return pooled, float(math.sqrt(max(1.0, excess) / weights.sum())), int(columns[keep].max())
 
 
 def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:
@@ -231,7 +220,10 @@ class _Points:
         rows, cols = np.nonzero(edge)
         centred = cols - (width - 1) / 2
         columns = np.bincount(strip_of, minlength=STRIPS)
-        return cls(rows, centred, strip_of[cols], edge[rows, cols], columns, edge.shape)
+        # each pixel weighs the square root of its edge: a tinted plot area's faint border is
+        # a long line beside a curve's strong but short edges
+        weights = np.sqrt(edge[rows, cols])
+        return cls(rows, centred, strip_of[cols], weights, columns, edge.shape)
 
 
 def _long_line_evidence(points: _Points, slope: float) -> np.ndarray:
@@ -250,11 +242,12 @@ def _long_line_evidence(points: _Points, slope: float) -> np.ndarray:
     return np.sort(per_strip, axis=0)[LINE_GAPS]
 
 
-def _fit_line(edge, cols, row0, slope) -> tuple[float, float] | None:
-    """(slope, its standard error) of a robust straight fit through the sub-pixel centres of the
-    line that runs through row `row0` at the centre column with about this slope. The first fit
-    is the repeated median (scipy's siegelslopes: half the columns may be a tick, a label or a
-    crossing curve), then least squares on the columns within 3 robust deviations of it."""
+def _fit_line(edge, cols, row0, slope) -> tuple[float, float, int] | None:
+    """(slope, its standard error, the columns it was fitted on) of a robust straight fit through
+    the sub-pixel centres of the line that runs through row `row0` at the centre column with about
+    this slope. The first fit is the repeated median (scipy's siegelslopes: half the columns may
+    be a tick, a label or a crossing curve), then least squares on the columns within 3 robust
+    deviations of it."""
     height, width = edge.shape
     offsets = np.arange(-HALF_WINDOW, HALF_WINDOW + 1)
     fitted = (slope, row0)
@@ -286,7 +279,7 @@ def _fit_line(edge, cols, row0, slope) -> tuple[float, float] | None:
     residual = y[keep] - np.polyval(line, x[keep])
     spread = np.sqrt(np.sum(np.square(x[keep] - x[keep].mean())))
     se = float(np.std(residual, ddof=2) / max(spread, 1e-9))
-    return float(line[0]), max(se, 1e-6)
+    return float(line[0]), max(se, 1e-6), int(keep.sum())
 
 
 def _mad(values: np.ndarray) -> float:

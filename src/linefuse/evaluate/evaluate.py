@@ -146,6 +146,8 @@ def _evaluate(params: Params, device: Choice, mapper: Callable) -> dict:
             inputs = _straightened([pair[0] for pair in pairs], params, mapper, f"{split}@{level}")
             outputs = models.outputs(pairs, inputs, params)
             score_level(pairs, level, outputs, params, scores, truths, mapper, reading)
+            if params.eval.deskew != "never":
+                _show_straightened(scores.showcase, pairs, inputs, level)
             for _, sharp, meta in pairs:
                 scores.sharp.setdefault(meta["image_id"], sharp)
             if split == "test":
@@ -187,6 +189,15 @@ def _straightened(images: list, params: Params, mapper: Callable, name: str) -> 
         len(images),
     )
     return inputs
+
+
+def _show_straightened(showcase: dict, pairs: list[tuple], inputs: list, level: str) -> None:
+    """Each of the level's samples (the first pair of its domain) shows, after the input as
+    drawn, the input as the models got it: straightened where eval.deskew moved it."""
+    for index, (_, _, meta) in enumerate(pairs):
+        shown = showcase.get((meta["domain"], level))
+        if shown is not None and len(shown) == 3:
+            showcase[(meta["domain"], level)] = (shown[0], inputs[index], *shown[1:])
 
 
 def _detail(

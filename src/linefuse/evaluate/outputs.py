@@ -200,7 +200,8 @@ def _write_ocr(detail: dict, levels: list[str], steps: int, path: Path) -> None:
 
 
 def _write_samples(showcase: dict, domains: list[str], levels: list[str], path: Path) -> None:
-    """One row per domain and level: blurred | restored | sharp, at a common height."""
+    """One row per domain and level: blurred | (straightened, with eval.deskew) | restored |
+    sharp, at a common height."""
     rows = []
     for domain in domains:
         for level in levels:

@@ -52,7 +52,7 @@ class Scores:
     sharp images it showed (image_id -> ...), each scored and read once."""
 
     cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
-    showcase: dict = field(default_factory=dict)  # (domain, level) -> (blurred, restored, sharp)
+    showcase: dict = field(default_factory=dict)  # (domain, level) -> blurred, restored, sharp
     sharp: dict = field(default_factory=dict)  # its sharp image, for the sharp row
     sharp_psnr: list = field(default_factory=list)  # PSNR of the model's output on each of them
     sharp_figures: dict = field(default_factory=dict)  # its sharp image's _figures

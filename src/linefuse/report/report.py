@@ -387,9 +387,10 @@ def summary_blocks(report: dict) -> list[dict]:
 
 
 # -- samples, params, provenance
-def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int) -> dict:
+def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int, deskew: str) -> dict:
     """samples.png as a data: URI, scaled up by a whole factor (pixels stay sharp). Its rows
-    (one per scored domain and level) are labelled when equally tall, as then they line up."""
+    (one per scored domain and level) are labelled when equally tall, as then they line up; its
+    columns are headed, the input as the models got it among them when eval.deskew is on."""
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size
     scale = max(1, min(4, 320 // max(width, 1)))
@@ -399,6 +400,7 @@ def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int) -> dict:
         "width": shown,
         "height": round(height * shown / max(width, 1)),
         "steps": steps,
+        "heads": ["blurred", *(["straightened"] if deskew != "never" else []), "restored", "sharp"],
         "labels": rows if rows and height % len(rows) == 0 else [],
     }
 
@@ -483,7 +485,7 @@ def render(report: dict, by_steps: list, png: bytes, params: Params, params_path
         chart=chart_grid(report.get("chart", {}), axes),
         ocr=ocr_grid(report.get("ocr_cer", {}), axes),
         steps=steps_table(by_steps, report.get("sweep", {})),
-        samples=samples_figure(png, scored, axes.steps) if psnr else None,
+        samples=samples_figure(png, scored, axes.steps, params.eval.deskew) if psnr else None,
         sections=", ".join(SECTIONS),
         params_path=str(params_path),
         params=shown_params,
