@@ -40,12 +40,12 @@ rule all:
 rule generate:
     """render the synthetic charts, the default data"""
     input:
-        "src/linefuse/cli.py",
         "src/linefuse/data/chart_style.py",
         "src/linefuse/data/charts.py",
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/generate.py",
     output:
         directory("data/source"),
     params:
@@ -58,19 +58,19 @@ rule generate:
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse generate --workers {threads} > {log} 2>&1"
+        "python -m linefuse.stages.generate --workers {threads} > {log} 2>&1"
 
 
 rule index:
     """list and split the images of data.source_dir"""
     input:
         param_input("data.source_dir"),
-        "src/linefuse/cli.py",
         "src/linefuse/data/images.py",
         "src/linefuse/data/index.py",
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/index.py",
     output:
         "data/index/images.parquet",
         "data/index/rejects.parquet",
@@ -91,14 +91,13 @@ rule index:
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse index --workers {threads} > {log} 2>&1"
+        "python -m linefuse.stages.index --workers {threads} > {log} 2>&1"
 
 
 rule shard:
     """degrade every indexed image into LMDB and WebDataset shards of one level"""
     input:
         "data/index/images.parquet",
-        "src/linefuse/cli.py",
         "src/linefuse/data/degrade.py",
         "src/linefuse/data/deskew.py",
         "src/linefuse/data/images.py",
@@ -107,6 +106,7 @@ rule shard:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/shard.py",
     output:
         directory("data/shards/{level}"),
         "metrics/shard/{level}.json",
@@ -131,7 +131,7 @@ rule shard:
         mem_mb=4000,
         runtime=30,
     shell:
-        "linefuse shard --level {wildcards.level} --workers {threads} > {log} 2>&1"
+        "python -m linefuse.stages.shard --level {wildcards.level} --workers {threads} > {log} 2>&1"
 
 
 rule embed:
@@ -139,7 +139,6 @@ rule embed:
     input:
         "data/shards/{level}",
         "data/index/images.parquet",
-        "src/linefuse/cli.py",
         "src/linefuse/data/layout.py",
         "src/linefuse/data/readers.py",
         "src/linefuse/data/transforms.py",
@@ -149,6 +148,7 @@ rule embed:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/embed.py",
         "src/linefuse/train/embed.py",
     output:
         directory("data/embeddings/{level}"),
@@ -159,7 +159,7 @@ rule embed:
         "logs/snakemake/embed/{level}.log",
     threads: workflow.cores
     shell:
-        "linefuse embed --level {wildcards.level} > {log} 2>&1"
+        "python -m linefuse.stages.embed --level {wildcards.level} > {log} 2>&1"
 
 
 rule evaluate:
@@ -171,7 +171,6 @@ rule evaluate:
         "models/base",
         expand("models/lora/{level}", level=CURRICULUM),
         "models/domains",
-        "src/linefuse/cli.py",
         "src/linefuse/data/degrade.py",
         "src/linefuse/data/deskew.py",
         "src/linefuse/data/images.py",
@@ -198,6 +197,7 @@ rule evaluate:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/evaluate.py",
     output:
         "reports/eval_detail.json",
         "reports/samples.png",
@@ -221,14 +221,13 @@ rule evaluate:
         "logs/snakemake/evaluate.log",
     threads: workflow.cores
     shell:
-        "linefuse evaluate --workers {threads} > {log} 2>&1"
+        "python -m linefuse.stages.evaluate --workers {threads} > {log} 2>&1"
 
 
 rule pretrain:
     """train the base UNet on every level, or copy the pretrained one model.unet names"""
     input:
         expand("data/embeddings/{level}", level=LEVELS),
-        "src/linefuse/cli.py",
         "src/linefuse/data/bank.py",
         "src/linefuse/data/chart_style.py",
         "src/linefuse/data/charts.py",
@@ -247,6 +246,7 @@ rule pretrain:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/pretrain.py",
         "src/linefuse/train/base_batches.py",
         "src/linefuse/train/checkpoints.py",
         "src/linefuse/train/configs",
@@ -281,7 +281,7 @@ rule pretrain:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli pretrain > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.pretrain > {log} 2>&1"
 
 
 rule train:
@@ -290,7 +290,6 @@ rule train:
         expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
         param_input("train.curriculum.{level}.init"),
-        "src/linefuse/cli.py",
         "src/linefuse/data/bank.py",
         "src/linefuse/data/chart_style.py",
         "src/linefuse/data/charts.py",
@@ -309,6 +308,7 @@ rule train:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/train.py",
         "src/linefuse/train/base_batches.py",
         "src/linefuse/train/checkpoints.py",
         "src/linefuse/train/configs",
@@ -346,7 +346,7 @@ rule train:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train --level {wildcards.level} > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train --level {wildcards.level} > {log} 2>&1"
 
 
 rule train_domains:
@@ -354,7 +354,6 @@ rule train_domains:
     input:
         expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
-        "src/linefuse/cli.py",
         "src/linefuse/data/bank.py",
         "src/linefuse/data/chart_style.py",
         "src/linefuse/data/charts.py",
@@ -373,6 +372,7 @@ rule train_domains:
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/train_domains.py",
         "src/linefuse/train/base_batches.py",
         "src/linefuse/train/checkpoints.py",
         "src/linefuse/train/configs",
@@ -410,7 +410,7 @@ rule train_domains:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.cli train-domains > {log} 2>&1"
+        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train_domains > {log} 2>&1"
 
 
 rule report:
@@ -420,13 +420,13 @@ rule report:
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
         "reports/samples.png",
-        "src/linefuse/cli.py",
         "src/linefuse/params.py",
         "src/linefuse/paths.py",
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",
         "src/linefuse/report/report.py",
         "src/linefuse/stage.py",
+        "src/linefuse/stages/report.py",
     output:
         "reports/index.html",
     params:
@@ -445,4 +445,4 @@ rule report:
         "logs/snakemake/report.log",
     threads: 1
     shell:
-        "linefuse report > {log} 2>&1"
+        "python -m linefuse.stages.report > {log} 2>&1"

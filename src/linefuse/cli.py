@@ -1,100 +1,30 @@
-"""`linefuse <stage>`: one subcommand per pipeline stage, each reading params.yaml.
+"""`linefuse <command>`: the pipeline's stages and the commands around them.
 
-User errors (bad params, missing folder, unwritable output) print one line and exit 2 before
-anything already built is touched; only a bug shows a traceback.
+Around them: restore, serve, and the training of the models LineFuse ships; each reads
+params.yaml.
+
+A stage (`linefuse shard --level easy`) runs its own module, `python -m linefuse.stages.shard`,
+which is what dvc.yaml and the Snakefile call: so this file is no stage's code, and an edit here
+reruns nothing. User errors (bad params, missing folder, unwritable output) print one line and
+exit 2 before anything already built is touched; only a bug shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
+import importlib
 import logging
-import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
 from linefuse import paths
-from linefuse.params import DEVICES, Params, ParamsError, load_params
-from linefuse.stage import UserError, atomic_dir, default_workers, stage, write_json
+from linefuse.params import DEVICES, Params, load_params
+from linefuse.pipeline import STAGES
+from linefuse.stage import atomic_dir, default_workers, guarded, stage, write_json
 
-DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM, errno.EFBIG}
-
-
-def run_generate(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.charts import generate
-
-    with stage("generate") as written, atomic_dir(paths.GENERATED_DIR) as tmp:
-        generate(params.data.charts, tmp, workers=args.workers)
-        written.append(paths.GENERATED_DIR)
-
-
-def run_index(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.index import build_index, index_metrics
-    from linefuse.stage import atomic_file
-
-    source = Path(params.data.source_dir)
-    if not source.is_dir():
-        raise UserError(
-            f"data.source_dir: {source} is not a folder; run `linefuse generate` "
-            f"or point data.source_dir at a folder of images"
-        )
-    with stage("index") as written:
-        images, rejects = build_index(params.data, workers=args.workers)
-        for frame, path in ((images, paths.IMAGES_PARQUET), (rejects, paths.REJECTS_PARQUET)):
-            with atomic_file(path) as tmp:
-                frame.write_parquet(tmp)
-            written.append(path)
-        write_json(paths.INDEX_METRICS, index_metrics(images, rejects))
-        written.append(paths.INDEX_METRICS)
-        if images.is_empty():
-            logging.getLogger("linefuse").warning(
-                "index: no usable image under %s (%d rejected)", source, rejects.height
-            )
-
-
-def run_shard(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.shards import build_level
-
-    level = _known_level(params, args.level)
-    if not paths.IMAGES_PARQUET.is_file():
-        raise UserError(f"{paths.IMAGES_PARQUET} is missing; run `linefuse index` first")
-    out = paths.shards(level)
-    with stage(f"shard@{level}") as written:
-        with atomic_dir(out) as tmp:
-            metrics = build_level(params, level, paths.IMAGES_PARQUET, tmp, workers=args.workers)
-        write_json(paths.shard_metrics(level), metrics)
-        written += [out, paths.shard_metrics(level)]
-
-
-def run_embed(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.layout import SHARD_MANIFEST
-    from linefuse.train.embed import embed_level
-
-    level = _known_level(params, args.level)
-    shards = paths.shards(level)
-    if not (shards / SHARD_MANIFEST).is_file():
-        raise UserError(f"{shards} is missing; run `linefuse shard --level {level}` first")
-    out = paths.embeddings(level)
-    with stage(f"embed@{level}") as written:
-        with atomic_dir(out) as tmp:
-            device = _device(params, f"embed@{level}")
-            metrics = embed_level(
-                params, level, shards, paths.IMAGES_PARQUET, tmp, device=device.value
-            )
-        metrics |= {"device": device.value, "device_reason": device.reason}
-        write_json(paths.embed_metrics(level), metrics)
-        written += [out, paths.embed_metrics(level)]
-
-
-def run_pretrain(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.train.loop import pretrain_job, pretrain_or_copy
-
-    job = pretrain_job(params)
-    with stage("pretrain") as written:
-        pretrain_or_copy(params)
-        written += [job.out_dir, job.metrics_path]
+# `linefuse NAME` for each stage: the module under linefuse.stages that runs it
+STAGE_MODULES = {stage.command.replace("_", "-"): stage.command for stage in STAGES}
 
 
 def run_bank(params: Params, args: argparse.Namespace) -> None:
@@ -164,39 +94,6 @@ def run_label_reader(params: Params, args: argparse.Namespace) -> None:
         written.append(folder)
 
 
-def run_train(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.train.loop import train, train_job
-
-    level = args.level
-    if level not in params.train.curriculum:
-        raise UserError(
-            f"--level {level}: not in train.curriculum ({', '.join(params.train.order())})"
-        )
-    job = train_job(params, level)
-    for needed in [paths.BASE_DIR] + ([job.init_adapter] if job.init_adapter else []):
-        if not needed.is_dir():
-            raise UserError(
-                f"{needed} is missing; run the stage that writes it first "
-                f"(dvc repro, or snakemake {needed})"
-            )
-    with stage(job.name) as written:
-        train(params, job)
-        written += [job.out_dir, job.metrics_path]
-
-
-def run_train_domains(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.train.domains import LOG_DIR, METRICS_PATH, train_domain_adapters
-
-    if params.train.adapters == "per_domain" and not paths.BASE_DIR.is_dir():
-        raise UserError(
-            f"{paths.BASE_DIR} is missing; run the stage that writes it first "
-            f"(dvc repro, or snakemake {paths.BASE_DIR})"
-        )
-    with stage("train_domains") as written:
-        train_domain_adapters(params)
-        written += [paths.DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
-
-
 def run_profile(params: Params, args: argparse.Namespace) -> None:
     from linefuse.train.profile import format_report, profile, profile_job
 
@@ -206,46 +103,12 @@ def run_profile(params: Params, args: argparse.Namespace) -> None:
         write_json(args.json, report)
 
 
-def run_evaluate(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.evaluate.evaluate import evaluate
-
-    with stage("evaluate") as written:
-        report = evaluate(params, _device(params, "evaluate"), workers=args.workers)
-        written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
-    log, steps = logging.getLogger("linefuse"), params.eval.steps
-    if summary := report["summary"]:
-        low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
-        log.info(
-            "evaluate: mean PSNR gain at %d steps %+.2f dB (%.0f%% interval %s), %d test images, "
-            "at least %d a cell",
-            steps,
-            summary[f"psnr_gain_s{steps}"],
-            100 * summary["interval_confidence"],
-            "n/a" if low is None else f"{low:+.2f} to {high:+.2f}",
-            summary["samples"],
-            summary["min_cell_samples"],
-        )
-    if few := report.get("few_step"):
-        log.info(
-            "evaluate: %d steps vs %d: %+.2f dB shortfall on the sweep's tiles, %.1fx faster",
-            few["steps"],
-            few["reference_steps"],
-            few["psnr_shortfall_db"],
-            few["speedup"],
-        )
-
-
-def run_report(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.report.report import check_inputs, write_report
-
-    check_inputs()
-    with stage("report") as written:
-        written.append(write_report(params, Path(args.params)))
-
-
 def run_restore(params: Params, args: argparse.Namespace) -> None:
-    device = _device(params, "restore", args.device)  # before the model libraries load
+    from linefuse.hardware import logged_device
+
+    device = logged_device(params, "restore", args.device)  # before the model libraries load
     from linefuse.inference.restorer import restore_files
+    from linefuse.serve.settings import restore_steps
 
     with stage("restore") as written:
         adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
@@ -253,7 +116,7 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
             params,
             args.inputs,
             adapter,
-            args.steps or params.restore_steps,
+            args.steps or restore_steps(params),
             Path(args.out),
             seed=args.seed,
             device=device.value,
@@ -265,7 +128,9 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_serve(params: Params, args: argparse.Namespace) -> None:
-    device = _device(params, "serve", args.device)  # before the model libraries load
+    from linefuse.hardware import logged_device
+
+    device = logged_device(params, "serve", args.device)  # before the model libraries load
     import uvicorn
 
     from linefuse.serve.app import create_app
@@ -278,37 +143,19 @@ def run_serve(params: Params, args: argparse.Namespace) -> None:
     )
 
 
-def _known_level(params: Params, level: str) -> str:
-    if level not in params.degrade.levels:
-        raise UserError(
-            f"--level {level}: not in degrade.levels ({', '.join(params.degrade.levels)})"
-        )
-    return level
-
-
-def _device(params: Params, name: str, requested: str | None = None):
-    """The device for `name` (--device, else compute.device), logged with the reason."""
-    from linefuse.hardware import choose_device
-
-    choice = (
-        choose_device(requested, "--device") if requested else choose_device(params.compute.device)
-    )
-    logging.getLogger("linefuse").info("%s: device %s (%s)", name, choice.value, choice.reason)
-    return choice
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="linefuse", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--params", default=str(paths.PARAMS), help="params file (default: %(default)s)"
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
-    _add_data_stages(commands)
-    _add_training_stages(commands)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for stage_info in STAGES:
+        name = stage_info.command.replace("_", "-")
+        commands.add_parser(name, help=f"stage: {stage_info.desc}", add_help=False)
+    _add_training_commands(commands)
     _add_base_window(commands)
     _add_base_land(commands)
     _add_profile(commands)
-    _add_evaluation_stages(commands)
     _add_restore(commands)
     _add_serve(commands)
     return parser
@@ -328,33 +175,6 @@ def _add_stage(
             help="processes to use; never changes the output (default: all cores)",
         )
     return sub
-
-
-def _add_data_stages(commands) -> None:
-    """generate, index, shard and embed: from charts to cached model inputs."""
-    _add_stage(
-        commands,
-        "generate",
-        run_generate,
-        "render the synthetic spectrum charts (the default data)",
-        workers=True,
-    )
-    _add_stage(
-        commands,
-        "index",
-        run_index,
-        f"index data.source_dir into {paths.INDEX_DIR}/*.parquet",
-        workers=True,
-    )
-    _add_stage(
-        commands, "shard", run_shard, "blur one level into LMDB + WebDataset shards", workers=True
-    ).add_argument("--level", required=True, help="a name from degrade.levels")
-    _add_stage(
-        commands,
-        "embed",
-        run_embed,
-        "cache one level's pixels or VAE latents and prompt embeddings",
-    ).add_argument("--level", required=True, help="a name from degrade.levels")
 
 
 def _add_base_window(commands) -> None:
@@ -399,14 +219,8 @@ def _add_base_land(commands) -> None:
     )
 
 
-def _add_training_stages(commands) -> None:
-    """pretrain, base, label-reader, train and train-domains: the models."""
-    _add_stage(
-        commands,
-        "pretrain",
-        run_pretrain,
-        "train the tiny base UNet on every level (or widen a pretrained one)",
-    )
+def _add_training_commands(commands) -> None:
+    """bank, base and label-reader: the models LineFuse ships."""
     _add_stage(
         commands,
         "bank",
@@ -429,16 +243,6 @@ def _add_training_stages(commands) -> None:
         f"train the tick-label reader LineFuse ships ({paths.ZOO_DIR.name}/<label_reader.name>) "
         "on sharp label crops, score it and write its model card",
         workers=True,
-    )
-    _add_stage(
-        commands, "train", run_train, "train one curriculum level's LoRA adapter"
-    ).add_argument("--level", required=True, help="a name from train.curriculum")
-    _add_stage(
-        commands,
-        "train-domains",
-        run_train_domains,
-        "with train.adapters: per_domain, one LoRA adapter "
-        "per blur domain and their weighted merge",
     )
 
 
@@ -465,23 +269,6 @@ def _add_profile(commands) -> None:
         help="timed steps, after 2 untimed warm-up steps (default: %(default)s)",
     )
     profiler.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
-
-
-def _add_evaluation_stages(commands) -> None:
-    """evaluate and report: the scores and the page that shows them."""
-    _add_stage(
-        commands,
-        "evaluate",
-        run_evaluate,
-        "PSNR/SSIM per domain and level, baselines, steps, latency",
-        workers=True,
-    )
-    _add_stage(
-        commands,
-        "report",
-        run_report,
-        f"{paths.REPORT_HTML}: the eval tables, plots, samples and params on one static page",
-    )
 
 
 def _add_restore(commands) -> None:
@@ -518,67 +305,18 @@ def _add_serve(commands) -> None:
     serve.add_argument("--device", choices=DEVICES, help="overrides compute.device")
 
 
-# what sqlite (DVC's state, which DVCLive opens in a DVC repo) says where a write failed
-SQLITE_DISK_ERRORS = ("database or disk is full", "disk I/O error")
-
-
-def _sqlite_disk_error(named: str | None) -> OSError:
-    """sqlite names no errno: past a file-size limit (RLIMIT_FSIZE) it is EFBIG, else ENOSPC."""
-    import resource
-
-    limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
-    code = errno.EFBIG if limited else errno.ENOSPC
-    return OSError(code, os.strerror(code), named)
-
-
-def disk_error(error: BaseException) -> OSError | None:
-    """The full-disk / read-only / permission failure behind `error`, if that is what it is:
-    an OSError, one a library raised from, or one safetensors and torch only report as text."""
-    named = getattr(error, "filename", None)  # stage() names the outputs when nothing else does
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
-            return cause
-        if isinstance(cause, sqlite3.OperationalError) and str(cause) in SQLITE_DISK_ERRORS:
-            return _sqlite_disk_error(named)
-        cause = cause.__cause__ or cause.__context__
-    text = str(error)
-    for code in DISK_ERRORS:
-        if f"(os error {code})" in text or f"{os.strerror(code)}" in text:
-            return OSError(code, os.strerror(code), named)
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stderr)
-    logging.getLogger("linefuse").setLevel(logging.INFO)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command in STAGE_MODULES:  # a stage: its own module parses the rest and runs it
+        stage_module = importlib.import_module(f"linefuse.stages.{STAGE_MODULES[args.command]}")
+        return stage_module.main(["--params", args.params, *rest])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.workers < 1:
         print("linefuse: error: --workers must be at least 1", file=sys.stderr)
         return 2
-    try:
-        params = load_params(args.params)
-        args.handler(params, args)
-    except (ParamsError, UserError) as error:
-        print(f"linefuse: error: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:
-        disk = disk_error(error)
-        if disk is None:
-            raise
-        # half-written files being discarded fail again as they are finalised; that is noise
-        sys.unraisablehook = lambda unraisable: None
-        where = f" {disk.filename}" if disk.filename else ""
-        print(
-            f"linefuse: error: cannot write{where}: {disk.strerror}; free space or fix "
-            f"permissions and rerun (earlier outputs are untouched)",
-            file=sys.stderr,
-        )
-        return 2
-    except KeyboardInterrupt:
-        print("linefuse: interrupted; nothing was marked as done", file=sys.stderr)
-        return 130
-    return 0
+    return guarded(lambda: args.handler(load_params(args.params), args))
 
 
 if __name__ == "__main__":

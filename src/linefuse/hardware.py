@@ -10,6 +10,7 @@ Every choice comes with a one-line reason that the stages log and write into the
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 from dataclasses import dataclass
@@ -148,3 +149,13 @@ def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     if torch.device(device).type == "cuda":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
+
+
+def logged_device(params, name: str, requested: str | None = None) -> Choice:
+    """The device for `name` (--device where given, else compute.device), logged with the
+    reason."""
+    choice = (
+        choose_device(requested, "--device") if requested else choose_device(params.compute.device)
+    )
+    logging.getLogger("linefuse").info("%s: device %s (%s)", name, choice.value, choice.reason)
+    return choice

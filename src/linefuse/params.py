@@ -822,16 +822,6 @@ class TileParams(Strict):
         return self
 
 
-class ServeParams(Strict):
-    max_upload_mb: Annotated[float, Field(gt=0.0)]
-    max_pixels: Annotated[int, Field(ge=1)]
-    default_steps: Annotated[int, Field(ge=1, le=1000)] | None  # None: eval.steps
-    max_steps: Annotated[int, Field(ge=1, le=1000)]
-    max_queue: Annotated[int, Field(ge=1)]
-    max_batch: Annotated[int, Field(ge=1)]
-    timeout_s: Annotated[float, Field(gt=0.0)]
-
-
 class ComputeParams(Strict):
     """Where the model runs (embed, training, evaluate, restore, serve); `auto` takes the CUDA GPU
     when one is visible, else the CPU, and each stage logs the choice with its reason."""
@@ -879,15 +869,11 @@ class Params(Strict):
     train: TrainParams
     eval: EvalParams
     tiles: TileParams
-    serve: ServeParams
+    # restore's and serve's own (linefuse.serve.settings validates it where they read it): no
+    # stage reads it, and its schema is none of theirs
+    serve: dict[str, Any]
     launch: LaunchParams
     compute: ComputeParams
-
-    @property
-    def restore_steps(self) -> int:
-        """The DDIM steps `linefuse restore` and serve use unless told: serve.default_steps, or
-        when that is null the count evaluate scored (eval.steps)."""
-        return self.serve.default_steps or self.eval.steps
 
     @model_validator(mode="after")
     def _per_domain_domains_are_degrade_domains(self) -> Params:
@@ -983,8 +969,11 @@ class _KeyedError(ValueError):
         self.key = key
 
 
-def _one_line(error: ValidationError, source: str) -> str:
+def one_line(error: ValidationError, source: str, prefix: str = "") -> str:
+    """`source: dotted.key: what it accepts`, for the first failure; `prefix` is the section a
+    model of one section was validated as."""
     key, message = _key_and_message(error)
+    key = ".".join(part for part in (prefix, key) if part)
     return f"{source}: {key or '<top level>'}: {message}"
 
 
@@ -1016,7 +1005,7 @@ def parse_params(raw: Any, source: str = str(PARAMS)) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as error:
-        raise ParamsError(_one_line(error, source)) from None
+        raise ParamsError(one_line(error, source)) from None
 
 
 def load_params(path: str | Path = PARAMS) -> Params:

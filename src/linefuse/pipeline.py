@@ -4,10 +4,11 @@ dvc.yaml is written from it (`make dvc.yaml`, i.e. `python -m linefuse.pipeline`
 when the committed file is stale), and the Snakefile builds its rules from it each time Snakemake
 reads it. Both engines get the same commands, inputs, outputs and params keys from here.
 
-A stage's code deps are not listed by hand: they are the import closure of the code its command
-runs inside src/linefuse (cli.py with its `run_<command>`, and every linefuse module that reaches,
-function-level imports included), with the files those modules read (DATA_FILES). So `dvc repro`
-and Snakemake rerun a stage whenever code it runs changes.
+Each stage runs its own module, `python -m linefuse.stages.<command>`. Its code deps are not
+listed by hand: they are that module's import closure inside src/linefuse (function-level imports
+included), with the files those modules read (DATA_FILES). So `dvc repro` and Snakemake rerun a
+stage whenever code it runs changes, and only then: the `linefuse` command line (cli.py) is no
+stage's code.
 
 Paths are written with `{level}` for a job's level; EachLevel stands for every level's path, and
 Param for a path that params.yaml names. Both engines take the levels from params.yaml when they
@@ -31,9 +32,10 @@ from linefuse.report import report
 PACKAGE = Path(__file__).resolve().parent
 PACKAGE_PATH = Path("src/linefuse")  # the package in the project, as the engines name its files
 DVC_YAML = Path("dvc.yaml")
+STAGE_PACKAGE = "linefuse.stages"
 LAUNCH = (
     "accelerate launch --config_file {config} --num_processes {processes} "
-    "--num_cpu_threads_per_process $(nproc) -m linefuse.cli"
+    "--num_cpu_threads_per_process $(nproc) -m " + STAGE_PACKAGE
 )
 
 # The files besides Python that a module reads, so that stages running it depend on them too.
@@ -76,7 +78,7 @@ class Plot:
 @dataclass(frozen=True)
 class Stage:
     name: str
-    command: str  # the `linefuse` subcommand, run by cli.run_<command>
+    command: str  # its module, linefuse.stages.<command> (and `linefuse <command>`, - for _)
     desc: str
     over: str | None = None  # one job per level: levels | curriculum
     inputs: tuple = ()  # data the stage reads: paths, EachLevel, Param
@@ -223,7 +225,7 @@ STAGES = (
     ),
     Stage(
         "train_domains",
-        "train-domains",
+        "train_domains",
         "one adapter per blur domain and their merge (train.adapters: per_domain), else none",
         inputs=(EACH_EMBEDDING, paths.BASE_DIR),
         params=(
@@ -282,36 +284,20 @@ def _module_imports(module: str) -> frozenset[str]:
     return frozenset(_imports([ast.parse(_module_file(module).read_text())]))
 
 
-def _command_imports(command: str) -> set[str]:
-    """What cli.py imports at its top, in run_<command> and in the cli functions that calls."""
-    tree = ast.parse((PACKAGE / "cli.py").read_text())
-    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    handler = f"run_{command.replace('-', '_')}"
-    if handler not in functions:
-        raise KeyError(f"cli.py has no {handler} for the stage command {command!r}")
-    reached, todo = set(), [handler]
-    while todo:
-        name = todo.pop()
-        reached.add(name)
-        calls = {n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name)}
-        todo += [c for c in calls if c in functions and c not in reached]
-    top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
-    return _imports(top + [functions[name] for name in reached])
-
-
 def code_deps(command: str) -> list[str]:
-    """Every file under src/linefuse that `linefuse <command>` may run or read, project-relative:
-    cli.py, the modules it reaches (and their packages' __init__.py, unless empty), and their
-    DATA_FILES."""
-    modules, todo = set(), ["linefuse", "linefuse.cli", *_command_imports(command)]
+    """Every file under src/linefuse that `python -m linefuse.stages.<command>` may run or read,
+    project-relative: the modules it reaches (and their packages' __init__.py, unless empty), and
+    their DATA_FILES."""
+    modules, todo = set(), ["linefuse", f"{STAGE_PACKAGE}.{command}"]
+    if _module_file(todo[-1]) is None:
+        raise KeyError(f"{STAGE_PACKAGE} has no module for the stage command {command!r}")
     while todo:
         module = todo.pop()
         if module in modules or _module_file(module) is None:
             continue
         modules.add(module)
         todo += [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
-        if module != "linefuse.cli":
-            todo += _module_imports(module)
+        todo += _module_imports(module)
     # an empty __init__.py runs nothing (and DVC warns about an empty dep); one with code counts
     ran = [_module_file(m) for m in modules]
     files = {(PACKAGE_PATH / f.relative_to(PACKAGE)).as_posix() for f in ran if f.stat().st_size}
@@ -339,10 +325,10 @@ def _dvc_input(item, over: str | None) -> str:
 
 def _dvc_stage(stage: Stage) -> dict:
     over = stage.over
-    command = f"linefuse {stage.command}"
+    command = f"python -m {STAGE_PACKAGE}.{stage.command}"
     if stage.launch:
         launch = LAUNCH.format(config="${launch.config}", processes="${launch.processes}")
-        command = f"{launch} {stage.command}"
+        command = f"{launch}.{stage.command}"
     if over:
         command += f" --level {LEVEL}"
     deps = [_dvc_input(item, over) for item in stage.inputs]
@@ -437,7 +423,7 @@ def _snake_output(path: Path) -> str:
 def _snake_rule(stage: Stage) -> str:
     level = " --level {wildcards.level}" if stage.over else ""
     workers = " --workers {threads}" if stage.workers else ""
-    command = f"linefuse {stage.command}"
+    command = f"python -m {STAGE_PACKAGE}.{stage.command}"
     inputs = [_snake_path(item) for item in stage.inputs]
     inputs += [f'"{dep}"' for dep in code_deps(stage.command)]
     resources = [f"{key}={value!r}" for key, value in stage.resources.items()]
@@ -447,7 +433,7 @@ def _snake_rule(stage: Stage) -> str:
     params = [one_line if len(one_line) <= 88 else many]
     if stage.launch:
         command = LAUNCH.format(config="{input.launch}", processes="{params.processes}")
-        command += f" {stage.command}"
+        command += f".{stage.command}"
         inputs.append('launch=config["launch"]["config"]')
         params += ["processes=PROCESSES"]
         resources.append("gpu=PROCESSES")

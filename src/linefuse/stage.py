@@ -1,17 +1,24 @@
-"""What every stage shares: atomic outputs, one-line user errors, and a closing log line.
+"""What every stage shares: its command line, atomic outputs, one-line user errors, and a closing
+log line.
 
 A stage writes into a hidden temporary sibling and renames it onto the declared output only when
 it has finished, so a killed stage leaves nothing that DVC or Snakemake could take as done, and a
-failed one leaves the previous output in place.
+failed one leaves the previous output in place. User errors (bad params, a missing input, a full
+disk) print one line and exit 2 before anything already built is touched; only a bug shows a
+traceback.
 """
 
 from __future__ import annotations
 
+import argparse
+import errno
 import json
 import logging
 import os
 import shutil
 import signal
+import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +28,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from linefuse.params import Params, ParamsError, load_params
+from linefuse.paths import PARAMS
+
 log = logging.getLogger("linefuse")
+DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM, errno.EFBIG}
 
 
 class UserError(ValueError):
@@ -168,3 +179,98 @@ def stage(name: str) -> Iterator[list[Path]]:
     parts = ", ".join(f"{p} ({_human(size_of(p))})" for p in written)
     units = f"; {_work['done']} work units" if _work["done"] else ""
     report("%s: wrote %s in %.1fs%s", name, parts or "nothing", elapsed, units)
+
+
+def stage_main(
+    run: Callable[[Params, argparse.Namespace], None],
+    name: str,
+    argv: list[str] | None = None,
+    level: str | None = None,
+    workers: bool = False,
+) -> int:
+    """A stage's command line (`python -m linefuse.stages.NAME`, or `linefuse NAME`): --params,
+    --level where `level` says what names one, --workers where `workers`; then `run(params,
+    args)`, a user's error as one line. Returns the exit status."""
+    parser = argparse.ArgumentParser(prog=f"linefuse {name}")
+    parser.add_argument("--params", default=str(PARAMS), help="params file (default: %(default)s)")
+    if level:
+        parser.add_argument("--level", required=True, help=level)
+    if workers:
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=default_workers(),
+            help="processes to use; never changes the output (default: all cores)",
+        )
+    args = parser.parse_args(argv)
+    if getattr(args, "workers", 1) < 1:
+        print("linefuse: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    return guarded(lambda: run(load_params(args.params), args))
+
+
+def guarded(command: Callable[[], None]) -> int:
+    """Runs `command` with linefuse's logging; a user's error (bad params, a missing input, a
+    full disk or read-only folder) is one line and status 2, an interrupt 130, else 0."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stderr)
+    log.setLevel(logging.INFO)
+    try:
+        command()
+    except (ParamsError, UserError) as error:
+        print(f"linefuse: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        disk = disk_error(error)
+        if disk is None:
+            raise
+        # half-written files being discarded fail again as they are finalised; that is noise
+        sys.unraisablehook = lambda unraisable: None
+        where = f" {disk.filename}" if disk.filename else ""
+        print(
+            f"linefuse: error: cannot write{where}: {disk.strerror}; free space or fix "
+            f"permissions and rerun (earlier outputs are untouched)",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        print("linefuse: interrupted; nothing was marked as done", file=sys.stderr)
+        return 130
+    return 0
+
+
+# what sqlite (DVC's state, which DVCLive opens in a DVC repo) says where a write failed
+SQLITE_DISK_ERRORS = ("database or disk is full", "disk I/O error")
+
+
+def _sqlite_disk_error(named: str | None) -> OSError:
+    """sqlite names no errno: past a file-size limit (RLIMIT_FSIZE) it is EFBIG, else ENOSPC."""
+    import resource
+
+    limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+    code = errno.EFBIG if limited else errno.ENOSPC
+    return OSError(code, os.strerror(code), named)
+
+
+def disk_error(error: BaseException) -> OSError | None:
+    """The full-disk / read-only / permission failure behind `error`, if that is what it is:
+    an OSError, one a library raised from, or one safetensors and torch only report as text."""
+    named = getattr(error, "filename", None)  # stage() names the outputs when nothing else does
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in DISK_ERRORS:
+            return cause
+        if isinstance(cause, sqlite3.OperationalError) and str(cause) in SQLITE_DISK_ERRORS:
+            return _sqlite_disk_error(named)
+        cause = cause.__cause__ or cause.__context__
+    text = str(error)
+    for code in DISK_ERRORS:
+        if f"(os error {code})" in text or f"{os.strerror(code)}" in text:
+            return OSError(code, os.strerror(code), named)
+    return None
+
+
+def known_level(levels: list[str], level: str, key: str = "degrade.levels") -> str:
+    """--level, if one of `levels` (params' `key`); else a user's error naming them."""
+    if level not in levels:
+        raise UserError(f"--level {level}: not in {key} ({', '.join(levels)})")
+    return level

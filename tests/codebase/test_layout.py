@@ -16,8 +16,8 @@ PACKAGE = ROOT / "src" / "linefuse"
 # lower layers never import higher ones; the core (params, paths, stage, hardware) imports no
 # subpackage. Inference (loading a model, sampling, tiling, the restorer) sits under training
 # and the service, which sit side by side. evaluate and report sit side by side and do not
-# import each other. The stage graph (pipeline.py) sits with the cli at the top: it names every
-# stage.
+# import each other. Each stage's entry module (linefuse.stages) sits above them all; the stage
+# graph (pipeline.py) sits with the cli at the top: it names every stage.
 LAYERS = {
     "core": 0,
     "data": 1,
@@ -26,11 +26,12 @@ LAYERS = {
     "serve": 3,
     "evaluate": 4,
     "report": 4,
-    "cli": 5,
+    "stages": 5,
+    "cli": 6,
 }
 # above the layers: scoring a model restores it as the service does, through inference alone
 APART = {("evaluate", "train"), ("evaluate", "serve")}
-SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report"}
+SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "stages"}
 
 
 def _layer(module: str) -> str:

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel
 
 from linefuse.params import Params, ParamsError, load_params, parse_params
+from linefuse.serve.settings import ServeParams, restore_steps, serve_settings
 
 from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
 
@@ -22,16 +23,25 @@ def test_repo_params_are_valid():
 
 def test_restore_steps_default_to_what_evaluate_scored():
     params = load_params(ROOT / "params.yaml")
-    assert params.serve.default_steps is None
-    assert params.restore_steps == params.eval.steps
-    assert (
-        params.model_copy(
-            update={"eval": params.eval.model_copy(update={"steps": 3})}
-        ).restore_steps
-        == 3
-    )
-    serve = params.serve.model_copy(update={"default_steps": 7})
-    assert params.model_copy(update={"serve": serve}).restore_steps == 7
+    assert serve_settings(params).default_steps is None
+    assert restore_steps(params) == params.eval.steps
+    eval_3 = params.eval.model_copy(update={"steps": 3})
+    assert restore_steps(params.model_copy(update={"eval": eval_3})) == 3
+    serve_7 = params.serve | {"default_steps": 7}
+    assert restore_steps(params.model_copy(update={"serve": serve_7})) == 7
+
+
+def test_a_bad_serve_key_is_named_where_restore_and_serve_read_it():
+    """The serve section is validated by restore and serve (serve/settings.py), not by the
+    stages, which never read it; its errors name the key all the same."""
+    params = load_params(ROOT / "params.yaml")
+    bad = params.model_copy(update={"serve": params.serve | {"max_steps": 0}})
+    with pytest.raises(ParamsError) as error:
+        serve_settings(bad)
+    assert str(error.value).startswith("params.yaml: serve.max_steps: ")
+    typo = params.model_copy(update={"serve": params.serve | {"max_step": 5}})
+    with pytest.raises(ParamsError, match=r"^params.yaml: serve.max_step: unknown key"):
+        serve_settings(typo)
 
 
 def _fields(model: type[BaseModel], prefix: str = ""):
@@ -45,7 +55,7 @@ def _fields(model: type[BaseModel], prefix: str = ""):
 
 def test_params_yaml_is_the_only_source_of_defaults():
     """The models declare types and constraints only: no field has a value of its own."""
-    keys = dict(_fields(Params))
+    keys = dict(_fields(Params)) | dict(_fields(ServeParams, "serve."))
     assert len(keys) > 100 and "optim.loss.balance" in keys and "degrade.scan" in keys
     assert [key for key, field in keys.items() if not field.is_required()] == []
 

@@ -73,7 +73,7 @@ def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
             "accelerate launch --config_file workflow/accelerate/local.yaml --num_processes 1 "
         )
     assert jobs["train@hard"]["shell"].endswith(
-        "-m linefuse.cli train --level hard > logs/snakemake/train/hard.log 2>&1"
+        "-m linefuse.stages.train --level hard > logs/snakemake/train/hard.log 2>&1"
     )
     assert "gpu" not in jobs["evaluate"]["resources"]
     # each job writes its stdout and stderr to its own log: file, beside the DVC-declared logs/

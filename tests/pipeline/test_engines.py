@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -283,6 +284,27 @@ ALL_STAGES = [
 ]
 
 
+@contextmanager
+def edited(projects: list[Path], relative: str):
+    """The file `relative` of each project with a comment line added, then as it was, its
+    modification time too (Snakemake reruns what is older than its inputs)."""
+    files = [project / relative for project in projects]
+    before = [(path.read_text(), path.stat()) for path in files]
+    try:
+        for path, (text, _) in zip(files, before, strict=True):
+            path.write_text(text + ("\n{# edited #}\n" if path.suffix == ".j2" else "\n# edited\n"))
+        yield
+    finally:
+        for path, (text, stat) in zip(files, before, strict=True):
+            path.write_text(text)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def stages_changed(project: Path) -> list[str]:
+    """The stages `dvc status` names (as changed), sorted."""
+    return sorted(re.findall(r"^(\S+):$", run(project, "dvc", "status"), re.M))
+
+
 def dry_run_dvc(project: Path) -> list[str]:
     return sorted(re.findall(r"Running stage '([^']+)'", run(project, "dvc", "repro", "--dry")))
 
@@ -346,6 +368,21 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
     assert rebuilt == outputs(by_snakemake)
     changed = {name for name in built if built[name] != rebuilt.get(name)}
     assert changed and all(name.startswith("lora/hard/") for name in changed), changed
+
+    # an edit reruns what it touches, in both engines (DVC by the stages `dvc status` says
+    # changed, Snakemake by the jobs it plans, downstream included)
+    per_level = [f"{stage}@{level}" for stage in ("embed", "train") for level in LEVELS]
+    importers = ["pretrain", "train_domains", "evaluate", *per_level]
+    for module, by_dvc_stages, by_snakemake_jobs in (
+        ("cli.py", [], []),  # the command line, restore's included: no stage runs it
+        ("serve/settings.py", [], []),  # serve's schema: no stage reads it
+        ("report/index.html.j2", ["report"], ["report"]),
+        ("evaluate/scoring.py", ["evaluate"], ["evaluate", "report"]),
+        ("data/transforms.py", importers, [*importers, "report"]),  # shared: all that import it
+    ):
+        with edited([by_dvc, by_snakemake], f"src/linefuse/{module}"):
+            assert stages_changed(by_dvc) == sorted(by_dvc_stages), module
+            assert dry_run_snakemake(by_snakemake) == sorted(by_snakemake_jobs), module
 
     params["degrade"]["gaussian"]["hard"]["sigma"] = [2.0, 3.0]
     for project in (by_dvc, by_snakemake):

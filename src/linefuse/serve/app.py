@@ -32,6 +32,7 @@ from linefuse.data.images import to_rgb
 from linefuse.hardware import choose_device
 from linefuse.inference.restorer import Restorer
 from linefuse.params import Params
+from linefuse.serve.settings import restore_steps, serve_settings
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 RETRY_AFTER_S = 5  # what a refused client is told to wait
@@ -48,7 +49,7 @@ class RestoreService:
     of requests whose work was dropped."""
 
     def __init__(self, params: Params, adapters_dir: Path, device: str):
-        self.params, self.settings = params, params.serve
+        self.params, self.settings = params, serve_settings(params)
         self.adapters_dir, self.device = adapters_dir, device
         self.max_bytes = int(self.settings.max_upload_mb * 1024 * 1024)
         self.too_large = (
@@ -238,9 +239,10 @@ def list_adapters(service: Service) -> dict:
 def restore_routes(params: Params) -> APIRouter:
     """POST /restore and POST /restore/batch; their query defaults and limits come from params
     (FastAPI reads them from the signatures, so the routes are made per app)."""
-    settings, default_adapter = params.serve, params.train.order()[-1]
+    settings, default_adapter = serve_settings(params), params.train.order()[-1]
+    steps_unless_told = restore_steps(params)
     router = APIRouter()
-    page = PAGE.render(max_steps=settings.max_steps, default_steps=params.restore_steps)
+    page = PAGE.render(max_steps=settings.max_steps, default_steps=steps_unless_told)
 
     @router.get("/", response_class=HTMLResponse)
     def restore_page() -> str:
@@ -256,7 +258,7 @@ def restore_routes(params: Params) -> APIRouter:
         request: Request,
         service: Service,
         file: UploadFile = File(..., description="the blurred image"),
-        steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
+        steps: int = Query(steps_unless_told, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:
@@ -273,7 +275,7 @@ def restore_routes(params: Params) -> APIRouter:
         request: Request,
         service: Service,
         files: list[UploadFile] = File(..., description="the blurred images"),
-        steps: int = Query(params.restore_steps, ge=1, le=settings.max_steps),
+        steps: int = Query(steps_unless_told, ge=1, le=settings.max_steps),
         seed: int = Query(0, ge=0),
         adapter: str = Query(default_adapter),
     ) -> Response:

@@ -1,0 +1,35 @@
+"""params.yaml's `serve` section: the limits of `linefuse serve` and the steps `linefuse restore`
+and serve use. No stage reads it, so its schema lives here rather than in linefuse.params, which
+every stage runs: an edit to it reruns nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, ValidationError
+
+from linefuse.params import Params, ParamsError, Strict, one_line
+
+
+class ServeParams(Strict):
+    max_upload_mb: Annotated[float, Field(gt=0.0)]
+    max_pixels: Annotated[int, Field(ge=1)]
+    default_steps: Annotated[int, Field(ge=1, le=1000)] | None  # None: eval.steps
+    max_steps: Annotated[int, Field(ge=1, le=1000)]
+    max_queue: Annotated[int, Field(ge=1)]
+    max_batch: Annotated[int, Field(ge=1)]
+    timeout_s: Annotated[float, Field(gt=0.0)]
+
+
+def serve_settings(params: Params, source: str = "params.yaml") -> ServeParams:
+    """The serve section, validated (a bad key is one line naming it, as for any section)."""
+    try:
+        return ServeParams.model_validate(params.serve)
+    except ValidationError as error:
+        raise ParamsError(one_line(error, source, prefix="serve")) from None
+
+
+def restore_steps(params: Params) -> int:
+    """The DDIM steps `linefuse restore` and serve use unless told: serve.default_steps, or when
+    that is null the count evaluate scored (eval.steps)."""
+    return serve_settings(params).default_steps or params.eval.steps

@@ -1,0 +1,50 @@
+"""The evaluate stage: score the last curriculum adapter (and any per-domain ones) on the test and
+held-out images: PSNR/SSIM per domain and level, baselines, steps, chart units, tick labels.
+
+    python -m linefuse.stages.evaluate [--workers N] [--params params.yaml]
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from linefuse import paths
+from linefuse.evaluate.evaluate import evaluate
+from linefuse.hardware import logged_device
+from linefuse.stage import stage, stage_main
+
+
+def run(params, args) -> None:
+    with stage("evaluate") as written:
+        report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
+        written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
+    log, steps = logging.getLogger("linefuse"), params.eval.steps
+    if summary := report["summary"]:
+        low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
+        log.info(
+            "evaluate: mean PSNR gain at %d steps %+.2f dB (%.0f%% interval %s), %d test images, "
+            "at least %d a cell",
+            steps,
+            summary[f"psnr_gain_s{steps}"],
+            100 * summary["interval_confidence"],
+            "n/a" if low is None else f"{low:+.2f} to {high:+.2f}",
+            summary["samples"],
+            summary["min_cell_samples"],
+        )
+    if few := report.get("few_step"):
+        log.info(
+            "evaluate: %d steps vs %d: %+.2f dB shortfall on the sweep's tiles, %.1fx faster",
+            few["steps"],
+            few["reference_steps"],
+            few["psnr_shortfall_db"],
+            few["speedup"],
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(run, "evaluate", argv, workers=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

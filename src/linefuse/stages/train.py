@@ -1,0 +1,34 @@
+"""The train stage: one curriculum level's LoRA adapter, from the one train.curriculum names.
+
+accelerate launch ... -m linefuse.stages.train --level LEVEL [--params params.yaml]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from linefuse import paths
+from linefuse.stage import UserError, known_level, stage, stage_main
+from linefuse.train.loop import train, train_job
+
+
+def run(params, args) -> None:
+    level = known_level(params.train.order(), args.level, "train.curriculum")
+    job = train_job(params, level)
+    for needed in [paths.BASE_DIR] + ([job.init_adapter] if job.init_adapter else []):
+        if not needed.is_dir():
+            raise UserError(
+                f"{needed} is missing; run the stage that writes it first "
+                f"(dvc repro, or snakemake {needed})"
+            )
+    with stage(job.name) as written:
+        train(params, job)
+        written += [job.out_dir, job.metrics_path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(run, "train", argv, level="a name from train.curriculum")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

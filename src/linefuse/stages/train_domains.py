@@ -1,0 +1,32 @@
+"""The train_domains stage: with train.adapters: per_domain, one LoRA adapter per blur domain and
+their weighted merge; else an empty folder.
+
+    accelerate launch ... -m linefuse.stages.train_domains [--params params.yaml]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from linefuse import paths
+from linefuse.stage import UserError, stage, stage_main
+from linefuse.train.domains import LOG_DIR, METRICS_PATH, train_domain_adapters
+
+
+def run(params, args) -> None:
+    if params.train.adapters == "per_domain" and not paths.BASE_DIR.is_dir():
+        raise UserError(
+            f"{paths.BASE_DIR} is missing; run the stage that writes it first "
+            f"(dvc repro, or snakemake {paths.BASE_DIR})"
+        )
+    with stage("train_domains") as written:
+        train_domain_adapters(params)
+        written += [paths.DOMAIN_ADAPTERS_DIR, LOG_DIR, METRICS_PATH]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(run, "train-domains", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
