@@ -39,7 +39,7 @@ from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, machine_summary
 from linefuse.inference.restorer import Restorer
-from linefuse.params import Params, load_params
+from linefuse.params.full import Params, load_params
 
 REPO = Path(__file__).resolve().parents[1]
 SETS = {

@@ -39,7 +39,7 @@ def main() -> None:
     from linefuse.data.degrade import blur_kernel, degrade, item_rng
     from linefuse.evaluate.baselines import richardson_lucy
     from linefuse.hardware import machine_summary
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--charts", type=int, default=10)

@@ -22,7 +22,7 @@ from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts import generate
 from linefuse.evaluate.curves import curve_errors, read_truth, shown_columns
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 

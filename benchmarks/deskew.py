@@ -26,7 +26,7 @@ from linefuse.data import deskew
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.hardware import cpu_model
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -30,7 +30,7 @@ from linefuse.evaluate.intervals import mean_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, cpu_model
 from linefuse.inference.restorer import Restorer
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS = ("as_drawn", "estimated", "oracle")

@@ -29,7 +29,7 @@ from linefuse.data.images import load_rgb
 from linefuse.data.layout import LMDB_DIR
 from linefuse.data.readers import LmdbPairs, read_manifest, shard_urls, webdataset_pairs
 from linefuse.data.shards import crop_windows
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 

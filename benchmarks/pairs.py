@@ -29,7 +29,7 @@ from linefuse.data.bank import BankCrops, build_bank
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.stream import ChartPairs
 from linefuse.hardware import cpu_flags, machine_summary
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 from linefuse.stage import default_workers
 from linefuse.train.base_batches import device_generator
 

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
     from linefuse.train.diffusion import noise_scheduler
     from linefuse.train.loop import make_accelerator
     from linefuse.train.model import build_unet

@@ -34,7 +34,7 @@ def run_case(size: int, steps: int) -> dict:
 
     from linefuse.data.charts import draw_chart
     from linefuse.inference.restorer import Restorer
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
     from linefuse.train.model import build_unet, save_base
 
     params = load_params(REPO / "params.yaml")

@@ -35,7 +35,7 @@ from linefuse import paths
 from linefuse.data.bank import BankCrops, build_bank
 from linefuse.evaluate.base_scores import score_base, scoring_charts
 from linefuse.hardware import machine_summary
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 from linefuse.train.base import base_run_params
 from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler

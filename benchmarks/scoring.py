@@ -32,7 +32,7 @@ def main() -> None:
     from linefuse.evaluate.curves import read_truth, shown_columns
     from linefuse.evaluate.scoring import score_pairs, scoring_map
     from linefuse.hardware import machine_summary
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
     from linefuse.stage import default_workers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

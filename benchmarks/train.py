@@ -49,7 +49,7 @@ def tiny_vae():
 def run_case(case: str, steps: int, batch: int, crop: int) -> dict:
     """One case, in this process: `steps` timed optimizer steps after one warm-up step."""
     from linefuse.inference.model import predict
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
     from linefuse.train.embed import encode_pixels
     from linefuse.train.model import add_lora, build_unet, count_parameters
 

@@ -17,11 +17,16 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from linefuse import paths
-from linefuse.params import DEVICES, Params, load_params
+from linefuse.params import DEVICES
+from linefuse.params.full import load_params
 from linefuse.pipeline import STAGES
 from linefuse.stage import atomic_dir, default_workers, guarded, stage, write_json
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 # `linefuse NAME` for each stage: the module under linefuse.stages that runs it
 STAGE_MODULES = {stage.command.replace("_", "-"): stage.command for stage in STAGES}

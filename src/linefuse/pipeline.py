@@ -154,7 +154,14 @@ STAGES = (
         "precompute the model inputs (pixels or VAE latents) and the prompt table of one level",
         over="levels",
         inputs=(paths.shards(LEVEL), paths.IMAGES_PARQUET),
-        params=("compute", "model.unet", "model.vae", "model.text_encoder", "embed"),
+        params=(
+            "compute",
+            "model.unet",
+            "model.vae",
+            "model.text_encoder",
+            "embed",
+            "degrade.levels",  # --level must name one
+        ),
         outs=(paths.embeddings(LEVEL),),
         logs=(paths.embed_metrics(LEVEL),),
     ),
@@ -181,6 +188,7 @@ STAGES = (
             "degrade.levels",
             "degrade.domains",
             "train.curriculum",
+            "optim.start_fraction",  # restoring in more steps than it trained for is warned of
         ),
         outs=(paths.EVAL_DETAIL,),
         logs=(paths.SAMPLES_PNG,),
@@ -263,10 +271,27 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+def _walk(node: ast.AST):
+    """ast.walk, less the body of an `if TYPE_CHECKING:` (imports for type hints only, which
+    never run)."""
+    test = node.test if isinstance(node, ast.If) else None
+    if isinstance(test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in (
+        getattr(test, "id", None),
+        getattr(test, "attr", None),
+    ):
+        for child in node.orelse:
+            yield from _walk(child)
+        return
+    yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _walk(child)
+
+
 def _imports(nodes) -> set[str]:
-    """The linefuse modules the import statements among `nodes` (walked in full) name."""
+    """The linefuse modules the import statements among `nodes` (walked in full, but for
+    `if TYPE_CHECKING:` blocks) name."""
     found = set()
-    for node in (inner for outer in nodes for inner in ast.walk(outer)):
+    for node in (inner for outer in nodes for inner in _walk(outer)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "linefuse"}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "linefuse":

@@ -25,11 +25,15 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from linefuse.params import Params, ParamsError, load_params
+from linefuse.params import ParamsError, Sections, load_sections
 from linefuse.paths import PARAMS
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 DISK_ERRORS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM, errno.EFBIG}
@@ -184,13 +188,15 @@ def stage(name: str) -> Iterator[list[Path]]:
 def stage_main(
     run: Callable[[Params, argparse.Namespace], None],
     name: str,
+    sections: type[Sections],
     argv: list[str] | None = None,
     level: str | None = None,
     workers: bool = False,
 ) -> int:
     """A stage's command line (`python -m linefuse.stages.NAME`, or `linefuse NAME`): --params,
     --level where `level` says what names one, --workers where `workers`; then `run(params,
-    args)`, a user's error as one line. Returns the exit status."""
+    args)` with the params file's `sections` (the stage's own), a user's error as one line.
+    Returns the exit status."""
     parser = argparse.ArgumentParser(prog=f"linefuse {name}")
     parser.add_argument("--params", default=str(PARAMS), help="params file (default: %(default)s)")
     if level:
@@ -206,7 +212,7 @@ def stage_main(
     if getattr(args, "workers", 1) < 1:
         print("linefuse: error: --workers must be at least 1", file=sys.stderr)
         return 2
-    return guarded(lambda: run(load_params(args.params), args))
+    return guarded(lambda: run(load_sections(sections, args.params), args))
 
 
 def guarded(command: Callable[[], None]) -> int:

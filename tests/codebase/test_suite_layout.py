@@ -13,7 +13,7 @@ from conftest import PIPELINE_FIXTURES, ROOT
 TESTS = ROOT / "tests"
 PACKAGE = ROOT / "src" / "linefuse"
 # Beside one folder per subpackage: whole-pipeline behaviour (both engines, kill, faults, remotes,
-# the cluster profile), the top-level modules (params, hardware, cli, stage) and checks over the
+# the cluster profile), the top-level modules (hardware, cli, stage) and checks over the
 # source itself (import layers, unsafe calls, this file).
 CROSS_CUTTING = {"pipeline", "core", "codebase"}
 # What builds a pipeline in-process or through an engine (conftest.py, tests/pipeline/test_engines)
@@ -150,10 +150,13 @@ def _collected(*argv: str) -> set[str]:
 
 def test_slow_is_applied_to_the_pipeline_fixtures_users_and_to_no_unit_test():
     """Collected by pytest itself (-m slow) from a file whose imports are light."""
-    params = "tests/core/test_params.py"
+    params = "tests/params/test_params.py"
     slow = _collected("-m", "slow", params)
     # trained_project (the session's whole tiny pipeline) makes this one slow
-    assert f"{params}::test_every_mutation_stops_every_stage_before_it_touches_a_file" in slow
+    assert (
+        f"{params}::test_every_mutation_stops_a_stage_that_reads_it_before_it_touches_a_file"
+        in slow
+    )
     # checks on params.yaml stay fast
     units = {
         f"{params}::test_{name}"

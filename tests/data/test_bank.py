@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 
 from linefuse.data import bank
 from linefuse.data.charts import base_chart_params, draw_chart
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 from linefuse.stage import UserError
 
 from conftest import run_cli, tiny_params, write_params

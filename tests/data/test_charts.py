@@ -30,7 +30,9 @@ from linefuse.data.charts import (
 )
 from linefuse.data.images import find_images
 from linefuse.evaluate.curves import _furniture_mask, read_truth
-from linefuse.params import ChartParams, ParamsError, load_params, parse_params
+from linefuse.params import ParamsError
+from linefuse.params.data import ChartParams
+from linefuse.params.full import load_params, parse_params
 
 from conftest import ROOT, tiny_params
 

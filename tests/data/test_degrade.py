@@ -9,7 +9,8 @@ from scipy import ndimage
 from skimage.metrics import peak_signal_noise_ratio
 
 from linefuse.data.degrade import blur_kernel, degrade, item_rng
-from linefuse.params import DOMAINS, load_params
+from linefuse.params import DOMAINS
+from linefuse.params.full import load_params
 
 PARAMS = load_params(Path(__file__).resolve().parents[2] / "params.yaml").degrade
 LEVELS = ("easy", "medium", "hard")

@@ -9,7 +9,7 @@ import torch
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.degrade_torch import degrade_batch, draw_plan, single_plan
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 from conftest import ROOT
 

@@ -12,7 +12,7 @@ from scipy import ndimage
 from linefuse.data import deskew
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 from conftest import ROOT
 

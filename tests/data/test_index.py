@@ -12,7 +12,7 @@ import polars as pl
 from PIL import Image
 
 from linefuse.data.index import split_for
-from linefuse.params import SplitRatios
+from linefuse.params.data import SplitRatios
 
 from conftest import run_cli, tiny_params, write_params
 

@@ -18,7 +18,8 @@ from linefuse.data.readers import (
     shard_urls,
     webdataset_pairs,
 )
-from linefuse.params import DOMAINS, SPLITS, parse_params
+from linefuse.params import DOMAINS, SPLITS
+from linefuse.params.full import parse_params
 
 from conftest import LEVELS, build_data, file_digests, run_cli, tiny_params
 

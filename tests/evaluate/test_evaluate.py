@@ -27,7 +27,9 @@ from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
 from linefuse.inference.model import load_null_prompt
 from linefuse.inference.restorer import Restorer
-from linefuse.params import DOMAINS, MetricParams, load_params
+from linefuse.params import DOMAINS
+from linefuse.params.evaluation import MetricParams
+from linefuse.params.full import load_params
 from linefuse.stage import UserError
 
 from conftest import LEVELS, file_digests, needs_tesseract, run_cli, tiny_params, write_params

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
-from linefuse.params import IntervalParams
+from linefuse.params.evaluation import IntervalParams
 
 SETTINGS = IntervalParams(confidence=0.95, resamples=1000)
 

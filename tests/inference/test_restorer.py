@@ -14,7 +14,7 @@ from linefuse.data.charts import draw_chart
 from linefuse.data.deskew import straighten
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer, shrink_change
-from linefuse.params import load_params, parse_params
+from linefuse.params.full import load_params, parse_params
 
 from conftest import ROOT, tiny_params
 

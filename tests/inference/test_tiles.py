@@ -15,7 +15,7 @@ from linefuse.data.charts import draw_chart
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer
 from linefuse.inference.tiles import boxes, restore_tiled, starts, window
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 
 from conftest import ROOT, run_cli
 
@@ -160,7 +160,8 @@ def test_restore_shows_the_tiles_of_a_tiled_image_and_writes_the_same_bytes(
 def test_tiles_params_are_checked():
     import yaml
 
-    from linefuse.params import ParamsError, parse_params
+    from linefuse.params import ParamsError
+    from linefuse.params.full import parse_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["tiles"]["overlap"] = raw["tiles"]["size"]

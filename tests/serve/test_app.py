@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from linefuse.data.charts import draw_chart
-from linefuse.params import load_params
+from linefuse.params.full import load_params
 from linefuse.serve.app import STEP_DELAY_ENV
 
 from conftest import ROOT, tiny_params, write_params

@@ -20,7 +20,8 @@ from linefuse.data.stream import ChartPairs
 from linefuse.evaluate import ocr
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer
-from linefuse.params import ParamsError, load_params, parse_params
+from linefuse.params import ParamsError
+from linefuse.params.full import load_params, parse_params
 
 from conftest import (
     ROOT,

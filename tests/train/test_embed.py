@@ -22,7 +22,7 @@ from linefuse.data.readers import EmbeddedPairs, LmdbPairs, read_manifest
 from linefuse.data.shards import Pair, _LevelWriter
 from linefuse.data.transforms import normalise
 from linefuse.inference.model import load_vae
-from linefuse.params import parse_params
+from linefuse.params.full import parse_params
 from linefuse.stage import UserError
 from linefuse.train.embed import embed_level, encode_pixels
 

@@ -15,7 +15,8 @@ from linefuse.data.label_patches import label_patches
 from linefuse.data.labels import encode
 from linefuse.evaluate.label_reader_card import character_error_rate
 from linefuse.inference.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
-from linefuse.params import ParamsError, load_params, parse_params
+from linefuse.params import ParamsError
+from linefuse.params.full import load_params, parse_params
 
 from conftest import ROOT, run_cli, tiny_params, write_params
 

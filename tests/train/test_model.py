@@ -13,7 +13,8 @@ from safetensors import safe_open
 from torch import nn
 
 from linefuse.inference.model import load_base, load_null_prompt, predict
-from linefuse.params import LoraParams, load_params
+from linefuse.params.full import load_params
+from linefuse.params.training import LoraParams
 from linefuse.stage import UserError
 from linefuse.train.model import (
     adapter_start,

@@ -111,7 +111,7 @@ def test_the_profiled_step_trains_as_the_loop_does(trained_project, tmp_path):
     from peft import get_peft_model_state_dict
     from safetensors.torch import load_file
 
-    from linefuse.params import load_params
+    from linefuse.params.full import load_params
     from linefuse.train.diffusion import noise_scheduler
     from linefuse.train.loop import (
         make_accelerator,

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.inference.model import load_base
 from linefuse.inference.sampler import restored_from, sample
-from linefuse.params import parse_params
+from linefuse.params.full import parse_params
 from linefuse.train.diffusion import noise_scheduler, weighted_loss
 from linefuse.train.loop import (
     DIGESTS_ENV,
@@ -163,7 +163,7 @@ def _copy_project(source: Path, target: Path) -> Path:
 def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
     """optim.loss.balance: a JPEG-sized residual counts as much as a heavy blur's instead of 10x
     less; balance 0 is the plain mean."""
-    from linefuse.params import LossWeights
+    from linefuse.params.training import LossWeights
 
     target = torch.cat([torch.full((1, 3, 8, 8), 0.02), torch.full((1, 3, 8, 8), 0.2)])
     prediction = torch.zeros_like(target)
@@ -185,7 +185,7 @@ def test_balanced_loss_weighs_small_residuals_up_to_the_large_ones():
 def test_pixel_weights_and_the_laplacian_term_weigh_what_they_name():
     """pixel_weights scale each pixel's error (the logs keep plain means); optim.loss.laplacian
     ignores an error that is flat and counts one with an edge."""
-    from linefuse.params import LossWeights
+    from linefuse.params.training import LossWeights
 
     plain_l1 = LossWeights(mse=0, l1=1, charbonnier=0, balance=0, laplacian=0)
     target = torch.zeros(1, 3, 8, 8)

@@ -14,7 +14,7 @@ from safetensors import safe_open
 from linefuse import paths
 from linefuse.evaluate import base_window
 from linefuse.evaluate.base_window import verdict
-from linefuse.params import Params
+from linefuse.params.full import Params
 from linefuse.train.window import load_state, measured_setting, summarise
 
 from conftest import ROOT, built_once, run_cli, shared_folder, tiny_params, write_params

@@ -5,7 +5,7 @@
 # `params` list.
 from functools import reduce
 
-from linefuse.params import parse_params
+from linefuse.params.full import parse_params
 
 # the same validation as every stage: a bad params.yaml stops Snakemake before any job runs
 PARAMS = parse_params(config)

@@ -20,6 +20,7 @@ import os
 import time
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lmdb
 import numpy as np
@@ -30,8 +31,11 @@ from linefuse import paths
 from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import item_rng
 from linefuse.data.labels import encode, readable
-from linefuse.params import ChartParams, Params, chart_pixels
+from linefuse.params.data import ChartParams, chart_pixels
 from linefuse.stage import UserError, ordered_map
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from linefuse.params import ChartParams
+from linefuse.params.data import ChartParams
 
 # Pale paper, greys and tints. None is a held-out family's own face (Solarize_Light2's #FDF6E3,
 # fivethirtyeight's #F0F0F0): the base never sees those looks.

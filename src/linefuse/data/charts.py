@@ -21,6 +21,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -33,8 +34,11 @@ from linefuse.data.chart_style import (
     plan_grid,
     plan_layout,
 )
-from linefuse.params import ChartParams, Params, chart_pixels
+from linefuse.params.data import ChartParams, chart_pixels
 from linefuse.stage import ordered_map
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 # What varies between real spectrum figures beyond the style sheet: content, not knobs.
 X_LABELS = ("Wavelength (nm)", "Wavelength [nm]", "wavelength / nm", "λ (nm)")

@@ -17,8 +17,8 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from linefuse.params import (
-    DOMAINS,
+from linefuse.params import DOMAINS
+from linefuse.params.degrade import (
     CompressionLevel,
     GaussianLevel,
     LowresLevel,

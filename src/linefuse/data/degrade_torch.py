@@ -32,7 +32,9 @@ from torch import Tensor
 
 from linefuse.data.jpeg import jpeg
 from linefuse.hardware import host_to_device
-from linefuse.params import DOMAINS, DegradeParams, LightLevels
+from linefuse.params import DOMAINS
+from linefuse.params.base import LightLevels
+from linefuse.params.degrade import DegradeParams
 
 GRAIN_SIGMA = 0.7  # degrade.py's print grain smoothing, px
 FADE_CELLS, SHADE_CELLS = 6, 4  # degrade.py's smooth-field grids: line fade and paper shading

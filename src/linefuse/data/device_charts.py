@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing import get_context
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,8 +29,11 @@ from linefuse.data.bank import INK_LEVEL
 from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import item_rng
 from linefuse.hardware import host_to_device
-from linefuse.params import ChartParams, Params
+from linefuse.params.data import ChartParams
 from linefuse.stage import UserError
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

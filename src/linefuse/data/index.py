@@ -20,7 +20,8 @@ import polars as pl
 from PIL import Image, UnidentifiedImageError
 
 from linefuse.data.images import find_images
-from linefuse.params import SPLITS, DataParams, SplitRatios
+from linefuse.params import SPLITS
+from linefuse.params.data import DataParams, SplitRatios
 from linefuse.stage import ordered_map
 
 IMAGES_SCHEMA = {

@@ -18,7 +18,7 @@ import torch
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.labels import encode, normalise, readable
-from linefuse.params import ChartParams
+from linefuse.params.data import ChartParams
 from linefuse.stage import ordered_map
 
 PATCH = (48, 128)  # (rows, columns) of image pixels per patch: the largest tick label and PAD

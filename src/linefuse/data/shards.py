@@ -16,6 +16,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lmdb
 import numpy as np
@@ -26,8 +27,11 @@ from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.deskew import straighten
 from linefuse.data.images import load_rgb
 from linefuse.data.layout import LMDB_DIR, PAIR_LAYOUT, SHARD_MANIFEST, WDS_DIR, sample_key
-from linefuse.params import SPLITS, Params
+from linefuse.params import SPLITS
 from linefuse.stage import ordered_map
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 TAR_MTIME = 0  # webdataset stamps the current time otherwise (no two runs would match); an int,
 #               since a float mtime costs every member an extra PAX header to write and parse

@@ -17,6 +17,8 @@ all of that chart's pairs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from torch.utils.data import Dataset
 
@@ -24,7 +26,10 @@ from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.shards import crop_windows
 from linefuse.data.transforms import normalise_pair
-from linefuse.params import BaseParams, Params
+from linefuse.params.base import BaseParams
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 class ChartPairs(Dataset):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,8 +25,10 @@ from linefuse.evaluate import ocr
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer
-from linefuse.params import Params
 from linefuse.stage import ordered_map
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 @dataclass

@@ -15,6 +15,7 @@ import math
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 
@@ -22,8 +23,10 @@ from linefuse import paths
 from linefuse.evaluate.base_scores import score_base, scoring_charts
 from linefuse.evaluate.model_card import CARD, SCORES, with_ledger, write_window_card
 from linefuse.hardware import choose_device
-from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir, write_json
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

@@ -11,7 +11,7 @@ from skimage.filters import unsharp_mask
 from skimage.restoration import wiener
 
 from linefuse.data.degrade import blur_kernel
-from linefuse.params import BaselineParams
+from linefuse.params.evaluation import BaselineParams
 
 CLASSICAL = ("wiener", "richardson_lucy", "unsharp")  # the method names in metrics/eval.json
 

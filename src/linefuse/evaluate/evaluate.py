@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -46,7 +47,9 @@ from linefuse.evaluate.tables import few_step, sweep, tables
 from linefuse.hardware import Choice, cpu_model
 from linefuse.inference.model import domain_adapters
 from linefuse.inference.restorer import Restorer
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 EVALUATED = ("test", "held_out")  # the splits scored; held_out: chart families never trained on

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import bootstrap
 
-from linefuse.params import IntervalParams
+from linefuse.params.evaluation import IntervalParams
 
 
 def _bounds(data: tuple[np.ndarray, ...], statistic, settings: IntervalParams, seed: int):

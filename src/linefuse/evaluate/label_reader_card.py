@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import yaml
@@ -19,7 +20,9 @@ from linefuse.data.label_patches import label_patches
 from linefuse.evaluate.model_card import CARD, SCORES, commit
 from linefuse.evaluate.ocr import edit_distance
 from linefuse.inference.label_reader import LabelReader, read_labels
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 def character_error_rate(reads: list[str], truths: list[str]) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from linefuse.params import MetricParams
+from linefuse.params.evaluation import MetricParams
 
 PSNR_CAP_DB = 100.0  # identical images have infinite PSNR; a cap keeps means finite
 

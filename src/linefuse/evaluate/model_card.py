@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from linefuse import paths
 from linefuse.evaluate.base_scores import score_base
 from linefuse.hardware import choose_device
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 CARD = "README.md"
 SCORES = "scores.json"

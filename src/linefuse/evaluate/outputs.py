@@ -30,11 +30,11 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
 
-from linefuse.params import Params
 from linefuse.paths import (
     BY_DOMAIN_CSV,
     BY_STEPS_CSV,
@@ -45,6 +45,9 @@ from linefuse.paths import (
     SAMPLES_PNG,
 )
 from linefuse.stage import atomic_files
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, GAIN_CSV, OCR_CSV]
 OUTPUTS = [*PLOTS, SAMPLES_PNG, EVAL_DETAIL, EVAL_JSON]

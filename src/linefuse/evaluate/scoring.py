@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -23,7 +23,9 @@ from linefuse.evaluate.baselines import baselines
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.curves import ChartTruth, curve_errors, shown_columns
 from linefuse.evaluate.metrics import psnr, ssim
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 # Pairs a scoring task takes: their tick labels are read in one Tesseract call, and the workers
 # still share a level's pairs evenly

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from linefuse.evaluate.baselines import CLASSICAL
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.scoring import Cell, Scores
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 def _mean(values: list[float]) -> float:

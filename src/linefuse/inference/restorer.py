@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,8 +26,10 @@ from linefuse.hardware import choose_device
 from linefuse.inference.model import load_base, load_null_prompt
 from linefuse.inference.sampler import restored_from, sample
 from linefuse.inference.tiles import boxes, restore_tiled
-from linefuse.params import Params
 from linefuse.stage import UserError
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

@@ -11,7 +11,7 @@ import torch
 from diffusers import DDIMScheduler
 
 from linefuse.inference.model import predict
-from linefuse.params import ModelParams
+from linefuse.params.model import ModelParams
 
 
 class SamplingCancelled(Exception):

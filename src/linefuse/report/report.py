@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from importlib import metadata
 from itertools import groupby
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 import yaml
 from markupsafe import Markup, escape
 from PIL import Image
 
-from linefuse.params import Params
 from linefuse.paths import BY_DOMAIN_CSV, BY_STEPS_CSV, EVAL_DETAIL, REPORT_HTML, SAMPLES_PNG
 from linefuse.paths import adapter as adapter_path
 from linefuse.stage import UserError, atomic_file
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 # BY_DOMAIN_CSV repeats the detail's psnr/ssim for `dvc plots`: checked and digested, not read.
 INPUTS = [EVAL_DETAIL, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]

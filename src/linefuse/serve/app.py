@@ -20,7 +20,7 @@ import time
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
@@ -31,8 +31,10 @@ from starlette.concurrency import run_in_threadpool
 from linefuse.data.images import to_rgb
 from linefuse.hardware import choose_device
 from linefuse.inference.restorer import Restorer
-from linefuse.params import Params
 from linefuse.serve.settings import restore_steps, serve_settings
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 FORM_OVERHEAD = 1 << 16  # multipart boundaries and headers around the file
 RETRY_AFTER_S = 5  # what a refused client is told to wait

@@ -4,11 +4,14 @@ every stage runs: an edit to it reruns nothing."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, ValidationError
 
-from linefuse.params import Params, ParamsError, Strict, one_line
+from linefuse.params import ParamsError, Strict, one_line
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 class ServeParams(Strict):

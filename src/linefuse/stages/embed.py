@@ -5,16 +5,31 @@ python -m linefuse.stages.embed --level LEVEL [--params params.yaml]
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from linefuse import paths
 from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.hardware import logged_device
+from linefuse.params import Sections
+from linefuse.params.compute import ComputeParams
+from linefuse.params.degrade import DegradeParams
+from linefuse.params.embed import EmbedParams
+from linefuse.params.model import ModelParams
 from linefuse.stage import UserError, atomic_dir, known_level, stage, stage_main, write_json
 from linefuse.train.embed import embed_level
 
 
-def run(params, args) -> None:
+class EmbedSections(Sections):
+    """The sections of params.yaml the embed stage reads."""
+
+    compute: ComputeParams
+    model: ModelParams
+    embed: EmbedParams
+    degrade: DegradeParams
+
+
+def run(params: EmbedSections, args: argparse.Namespace) -> None:
     level = known_level(params.degrade.levels, args.level)
     shards = paths.shards(level)
     if not (shards / SHARD_MANIFEST).is_file():
@@ -32,7 +47,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "embed", argv, level="a name from degrade.levels")
+    return stage_main(run, "embed", EmbedSections, argv, level="a name from degrade.levels")
 
 
 if __name__ == "__main__":

@@ -6,16 +6,37 @@ held-out images: PSNR/SSIM per domain and level, baselines, steps, chart units, 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 
 from linefuse import paths
 from linefuse.evaluate.evaluate import evaluate
 from linefuse.hardware import logged_device
+from linefuse.params import Sections
+from linefuse.params.compute import ComputeParams
+from linefuse.params.data import DataParams
+from linefuse.params.degrade import DegradeParams
+from linefuse.params.evaluation import EvalParams, TileParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import OptimParams, TrainParams
 from linefuse.stage import stage, stage_main
 
 
-def run(params, args) -> None:
+class EvaluateSections(Sections):
+    """The sections of params.yaml the evaluate stage reads."""
+
+    compute: ComputeParams
+    model: ModelParams
+    eval: EvalParams
+    tiles: TileParams
+    data: DataParams
+    degrade: DegradeParams
+    train: TrainParams
+    optim: OptimParams
+
+
+def run(params: EvaluateSections, args: argparse.Namespace) -> None:
     with stage("evaluate") as written:
         report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
         written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
@@ -43,7 +64,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "evaluate", argv, workers=True)
+    return stage_main(run, "evaluate", EvaluateSections, argv, workers=True)
 
 
 if __name__ == "__main__":

@@ -5,16 +5,25 @@ python -m linefuse.stages.index [--workers N] [--params params.yaml]
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
 
 from linefuse import paths
 from linefuse.data.index import build_index, index_metrics
+from linefuse.params import Sections
+from linefuse.params.data import DataParams
 from linefuse.stage import UserError, atomic_file, stage, stage_main, write_json
 
 
-def run(params, args) -> None:
+class IndexSections(Sections):
+    """The sections of params.yaml the index stage reads."""
+
+    data: DataParams
+
+
+def run(params: IndexSections, args: argparse.Namespace) -> None:
     source = Path(params.data.source_dir)
     if not source.is_dir():
         raise UserError(
@@ -36,7 +45,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "index", argv, workers=True)
+    return stage_main(run, "index", IndexSections, argv, workers=True)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,31 @@ accelerate launch ... -m linefuse.stages.pretrain [--params params.yaml]
 
 from __future__ import annotations
 
+import argparse
 import sys
 
+from linefuse.params import Sections
+from linefuse.params.compute import ComputeParams
+from linefuse.params.degrade import DegradeParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import LaunchParams, LoaderParams, OptimParams, PretrainParams
 from linefuse.stage import stage, stage_main
 from linefuse.train.loop import pretrain_job, pretrain_or_copy
 
 
-def run(params, args) -> None:
+class PretrainSections(Sections):
+    """The sections of params.yaml the pretrain stage reads."""
+
+    compute: ComputeParams
+    model: ModelParams
+    loader: LoaderParams
+    optim: OptimParams
+    launch: LaunchParams
+    pretrain: PretrainParams
+    degrade: DegradeParams
+
+
+def run(params: PretrainSections, args: argparse.Namespace) -> None:
     job = pretrain_job(params)
     with stage("pretrain") as written:
         pretrain_or_copy(params)
@@ -19,7 +37,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "pretrain", argv)
+    return stage_main(run, "pretrain", PretrainSections, argv)
 
 
 if __name__ == "__main__":

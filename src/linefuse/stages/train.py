@@ -5,14 +5,30 @@ accelerate launch ... -m linefuse.stages.train --level LEVEL [--params params.ya
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from linefuse import paths
+from linefuse.params import Sections
+from linefuse.params.compute import ComputeParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import LaunchParams, LoaderParams, OptimParams, TrainParams
 from linefuse.stage import UserError, known_level, stage, stage_main
 from linefuse.train.loop import train, train_job
 
 
-def run(params, args) -> None:
+class TrainSections(Sections):
+    """The sections of params.yaml the train stage reads."""
+
+    compute: ComputeParams
+    model: ModelParams
+    loader: LoaderParams
+    optim: OptimParams
+    launch: LaunchParams
+    train: TrainParams
+
+
+def run(params: TrainSections, args: argparse.Namespace) -> None:
     level = known_level(params.train.order(), args.level, "train.curriculum")
     job = train_job(params, level)
     for needed in [paths.BASE_DIR] + ([job.init_adapter] if job.init_adapter else []):
@@ -27,7 +43,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "train", argv, level="a name from train.curriculum")
+    return stage_main(run, "train", TrainSections, argv, level="a name from train.curriculum")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,32 @@ their weighted merge; else an empty folder.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from linefuse import paths
+from linefuse.params import Sections
+from linefuse.params.compute import ComputeParams
+from linefuse.params.degrade import DegradeParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import LaunchParams, LoaderParams, OptimParams, TrainParams
 from linefuse.stage import UserError, stage, stage_main
 from linefuse.train.domains import LOG_DIR, METRICS_PATH, train_domain_adapters
 
 
-def run(params, args) -> None:
+class TrainDomainsSections(Sections):
+    """The sections of params.yaml the train_domains stage reads."""
+
+    compute: ComputeParams
+    model: ModelParams
+    loader: LoaderParams
+    optim: OptimParams
+    launch: LaunchParams
+    degrade: DegradeParams
+    train: TrainParams
+
+
+def run(params: TrainDomainsSections, args: argparse.Namespace) -> None:
     if params.train.adapters == "per_domain" and not paths.BASE_DIR.is_dir():
         raise UserError(
             f"{paths.BASE_DIR} is missing; run the stage that writes it first "
@@ -25,7 +43,7 @@ def run(params, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(run, "train-domains", argv)
+    return stage_main(run, "train-domains", TrainDomainsSections, argv)
 
 
 if __name__ == "__main__":

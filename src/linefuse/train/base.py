@@ -12,9 +12,12 @@ card (README.md with YAML front matter, as on the Hugging Face Hub).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linefuse.params import Params
 from linefuse.train.loop import base_job, train
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 def base_run_params(params: Params) -> Params:

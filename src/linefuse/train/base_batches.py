@@ -14,12 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 @dataclass

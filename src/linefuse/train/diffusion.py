@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from diffusers import DDPMScheduler
 
-from linefuse.params import LossWeights, ModelParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import LossWeights
 
 CHARBONNIER_EPS = 1e-3
 BALANCE_FLOOR = (

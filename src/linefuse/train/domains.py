@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 from linefuse import paths
 from linefuse.data.layout import ADAPTERS_MANIFEST, COMBINED
-from linefuse.params import Params
 from linefuse.stage import atomic_dir, write_json
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 if TYPE_CHECKING:
     from linefuse.train.loop import Job

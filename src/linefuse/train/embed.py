@@ -23,6 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,9 +32,13 @@ from tqdm import tqdm
 from linefuse.data.layout import EMBEDDINGS_MANIFEST, NULL_PROMPT, PROMPTS, split_file
 from linefuse.data.readers import LmdbPairs
 from linefuse.data.transforms import normalise
-from linefuse.params import EmbedParams, ModelParams, Params
+from linefuse.params.embed import EmbedParams
+from linefuse.params.model import ModelParams
 from linefuse.paths import unet_config
 from linefuse.stage import UserError, work_done
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

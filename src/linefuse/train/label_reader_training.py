@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,7 +22,9 @@ from linefuse.data.charts import base_chart_params
 from linefuse.data.label_patches import label_patches
 from linefuse.hardware import cpu_model
 from linefuse.inference.label_reader import LabelReader, ctc_loss
-from linefuse.params import Params
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
@@ -37,7 +38,6 @@ from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.inference.model import load_base
-from linefuse.params import Params
 from linefuse.paths import fresh_config, unet_folder
 from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
 from linefuse.train.base_batches import (
@@ -72,6 +72,9 @@ from linefuse.train.step import (
 )
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
 from linefuse.train.trainset import BatchStream, map_dataset, shard_stream_urls
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 # for tests: set to 1, each process writes rank{i}.json, what it trained on (see _RankDigest)

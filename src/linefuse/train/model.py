@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from linefuse.inference.model import NULL_PROMPT_FILE, load_base
-from linefuse.params import LoraParams
+from linefuse.params.training import LoraParams
 from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError
 

@@ -17,13 +17,13 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import peft
 import torch
 from accelerate.utils import set_seed
 
 from linefuse import paths
-from linefuse.params import Params
 from linefuse.stage import UserError
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.loop import (
@@ -37,6 +37,9 @@ from linefuse.train.loop import (
     training_model,
 )
 from linefuse.train.step import Trainer, training_step
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 WARMUP_STEPS = 2  # untimed: the first steps pay for allocation and one-off setup
 STEM = "stem/head"  # the rest of the UNet (time embedding, conv_in, conv_out), noising and the loss

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
@@ -17,10 +18,12 @@ from linefuse.hardware import host_to_device
 from linefuse.inference.label_reader import LabelReader, ctc_loss
 from linefuse.inference.model import predict
 from linefuse.inference.sampler import restored_from
-from linefuse.params import Params
 from linefuse.stage import UserError
 from linefuse.train.base_batches import TextTargets, label_pixel_weights
 from linefuse.train.diffusion import clean_signal, noisy_and_target, start_noise, weighted_loss
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 
 @dataclass
@@ -88,15 +91,14 @@ def draw_loss(
     base.text.ctc times itself."""
     noisy, target = noisy_and_target(scheduler, draw.x0, draw.noise, draw.timesteps)
     prediction = predict(model, noisy, draw.condition, draw.timesteps, prompt_embeds)
-    text = params.base.text
-    weights = None
-    if labels is not None and text.label_weight > 0:
-        weights = label_pixel_weights(labels.mask, text.label_weight)
+    weights = None  # only the base's draws carry labels: only they read base.text
+    if labels is not None and params.base.text.label_weight > 0:
+        weights = label_pixel_weights(labels.mask, params.base.text.label_weight)
     loss, terms = weighted_loss(prediction, target, params.optim.loss, weights)
     if labels is not None and reader is not None and len(labels.boxes):
         restored = restored_from(prediction.float(), draw.condition.float(), params.model)
         ctc = ctc_loss(reader, restored, labels.boxes, labels.targets, labels.lengths)
-        loss = loss + text.ctc * ctc
+        loss = loss + params.base.text.ctc * ctc
         terms["ctc"] = ctc.detach()
     return loss, terms
 

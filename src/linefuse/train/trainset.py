@@ -20,7 +20,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Sampler, SequentialSampl
 from linefuse.data.layout import key_domain
 from linefuse.data.readers import EmbeddedPairs, LmdbPairs, shard_urls, webdataset_pairs
 from linefuse.data.transforms import normalise_pair
-from linefuse.params import LoaderParams
+from linefuse.params.training import LoaderParams
 
 
 class PixelPairs:

@@ -26,6 +26,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
@@ -36,11 +37,13 @@ from linefuse import paths
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.device_charts import ChartDrawer, DeviceCharts
 from linefuse.hardware import choose_device, choose_precision, cpu_model
-from linefuse.params import Params
 from linefuse.stage import UserError, atomic_dir
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 

@@ -8,7 +8,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from linefuse.params import Params, ParamsError, load_params, parse_params
+from linefuse.params import ParamsError
+from linefuse.params.full import Params, load_params, parse_params
+from linefuse.pipeline import STAGES
 from linefuse.serve.settings import ServeParams, restore_steps, serve_settings
 
 from conftest import ROOT, file_digests, run_cli, tiny_params, write_params
@@ -332,30 +334,31 @@ def test_bad_params_name_the_key(name, mutate, key, accepts):
     assert accepts in message, message
 
 
-def test_every_mutation_stops_every_stage_before_it_touches_a_file(
+def test_every_mutation_stops_a_stage_that_reads_it_before_it_touches_a_file(
     trained_project, tmp_path, capsys
 ):
-    """A good run's outputs, then each bad params.yaml under each stage command: exit 2, one
-    line naming the key, and not one byte of data/, models/, metrics/ or logs/ changed."""
+    """A good run's outputs, then each bad params.yaml under a command that reads the bad key's
+    section (the stages that declare it in turn; base and label_reader, which no stage reads,
+    under `bank` and `label-reader`; a misspelt section under any stage): exit 2, one line
+    naming the key, and not one byte of data/, models/, metrics/ or logs/ changed."""
     project = tmp_path / "project"
     shutil.copytree(trained_project, project, symlinks=True)
     before = {
         folder: file_digests(project / folder) for folder in ("data", "models", "metrics", "logs")
     }
-    commands = [
-        ["generate"],
-        ["index"],
-        ["shard", "--level", "easy"],
-        ["embed", "--level", "hard"],
-        ["pretrain"],
-        ["train", "--level", "medium"],
-        ["train-domains"],
-        ["evaluate"],
-    ]
+    levels = {"shard": "easy", "embed": "hard", "train": "medium"}
+    readers: dict[str, list[list[str]]] = {"base": [["bank"]], "label_reader": [["label-reader"]]}
+    for stage in STAGES:
+        command = [stage.command.replace("_", "-")]
+        command += ["--level", levels[command[0]]] if command[0] in levels else []
+        for section in sorted({key.split(".")[0] for key in stage.params}):
+            readers.setdefault(section, []).append(command)
+    every_stage = [commands[0] for commands in readers.values()]
     for index, (name, mutate, key, _) in enumerate(MUTATIONS):
         params = tiny_params()
         mutate(params)
         write_params(project, params)
+        commands = readers.get(key.split(".")[0], every_stage)
         command = commands[index % len(commands)]
         capsys.readouterr()
         assert run_cli(project, *command) == 2, (name, command)

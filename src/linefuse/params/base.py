@@ -1,0 +1,139 @@
+"""params.yaml's `base` and `label_reader` sections: the models LineFuse trains once and ships
+(`linefuse base`, `base-window`, `label-reader`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from linefuse.params import KeyedError, PositiveInt, Probability, Strict, cross_check
+from linefuse.params.degrade import (
+    CompressionLevel,
+    GaussianLevel,
+    LowresLevel,
+    MotionLevel,
+    ScanLevel,
+)
+
+
+class LightLevels(Strict):
+    """One light degradation per domain: nearly sharp inputs the base learns to leave alone."""
+
+    gaussian: GaussianLevel
+    motion: MotionLevel
+    scan: ScanLevel
+    compression: CompressionLevel
+    lowres: LowresLevel
+
+
+class TextLossParams(Strict):
+    """The base's text terms: the tick labels' pixels weigh more in the pixel loss, and a frozen
+    label reader's CTC loss on the restored labels joins it (NAF-DPM's recogniser loss)."""
+
+    reader: str  # a label reader LineFuse ships (linefuse/zoo) or a local folder of one
+    label_weight: Annotated[float, Field(ge=0.0)]
+    ctc: Annotated[float, Field(ge=0.0)]
+
+
+class BankParams(Strict):
+    """The chart bank (`linefuse bank`): sharp charts drawn once, each reused for many crops."""
+
+    charts: PositiveInt
+    label_focus: Probability
+
+
+class WindowParams(Strict):
+    """`linefuse base-window` (make base-window): one GPU window of the base's training, resumed
+    from the last window's stable state (train/window.py)."""
+
+    init: str  # what the first window starts from: a shipped base or a local UNet folder
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    warmup_steps: Annotated[int, Field(ge=0)]
+    cooldown_fraction: Annotated[float, Field(gt=0.0, lt=1.0)]
+    batch_sizes: Annotated[list[PositiveInt], Field(min_length=1)]
+    tune_seconds: Annotated[float, Field(gt=0.0)]
+    try_compile: bool
+    first_charts: PositiveInt
+    pool_gb: Annotated[float, Field(gt=0.0)]
+    score_seconds: Annotated[float, Field(gt=0.0)]
+    drawn_charts: PositiveInt
+    log_every: PositiveInt
+
+
+class BaseParams(Strict):
+    """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
+    linefuse/zoo/<name>, on crops of a bank of sharp charts (linefuse.data.bank) degraded on
+    the training device (linefuse.data.degrade_torch)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    unet: str  # the architecture trained from scratch: tiny or a diffusers UNet config folder
+    init: str | None  # None: from scratch; else the UNet (shipped or a folder) training starts from
+    text: TextLossParams
+    chart_seed: int
+    chart_overrides: dict[str, Any]  # data.charts keys, the base's wider ranges
+    charts: PositiveInt
+    units_per_chart: PositiveInt
+    crops_per_unit: PositiveInt
+    charts_per_step: PositiveInt
+    crop: Annotated[int, Field(ge=8, le=4096)]
+    focus: Probability
+    light_fraction: Probability
+    light: LightLevels
+    bank: BankParams
+    steps: PositiveInt
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    warmup_steps: Annotated[int, Field(ge=0)]
+    checkpoint_every: PositiveInt
+    workers: Annotated[int, Field(ge=0)] | Literal["auto"]
+    score_charts: PositiveInt
+    window: WindowParams
+
+    @property
+    def batch_size(self) -> int:
+        return self.charts_per_step * self.units_per_chart * self.crops_per_unit
+
+
+class LabelReaderParams(Strict):
+    """`linefuse label-reader` (make label-reader): the CRNN that reads tick labels, trained once
+    on sharp label crops and shipped in linefuse/zoo/<name> (inference/label_reader.py)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    charts: PositiveInt
+    height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]
+    width: Annotated[int, Field(ge=8, le=1024, multiple_of=2)]
+    channels: Annotated[list[PositiveInt], Field(min_length=4, max_length=4)]
+    hidden: PositiveInt
+    steps: PositiveInt
+    batch_size: PositiveInt
+    lr: Annotated[float, Field(gt=0.0, le=1.0)]
+    jitter_px: Annotated[float, Field(ge=0.0, le=4.0)]
+    seed: int
+    score_charts: PositiveInt
+
+
+@cross_check("base", "model")
+def ctc_reads_a_restoration(params) -> None:
+    if params.base.text.ctc > 0 and params.model.prediction_type != "sample":
+        raise KeyedError(
+            "base.text.ctc",
+            "reads the labels of the restoration the model predicts, which needs "
+            "model.prediction_type: sample; set base.text.ctc: 0 or predict samples",
+        )
+
+
+@cross_check("base", "data")
+def base_charts_are_not_the_default_data(params) -> None:
+    if params.base.chart_seed == params.data.charts.seed:
+        raise KeyedError(
+            "base.chart_seed",
+            f"{params.base.chart_seed} is data.charts.seed: the base would train on the "
+            "default test charts; give it another seed",
+        )
+    smallest = min(params.data.charts.with_overrides(params.base.chart_overrides).smallest_chart())
+    if params.base.crop > smallest:
+        raise KeyedError(
+            "base.crop",
+            f"{params.base.crop} px is larger than the smallest chart ({smallest} px); "
+            f"accepts at most {smallest}",
+        )
