@@ -199,6 +199,9 @@ def test_the_default_pipeline_copies_the_shipped_base_and_adapts_it_with_lora(
     )
     for name, tensor in load_file(SHIPPED / weights).items():
         assert torch.equal(load_file(project / "models/base" / weights)[name], tensor), name
+    # named as params.yaml names it, so the copy is the same bytes wherever the project lives
+    config = (project / "models/base/config.json").read_text()
+    assert json.loads(config)["_name_or_path"] == SHIPPED.name and str(ROOT) not in config
     assert run_cli(project, "train", "--level", "easy") == 0
     adapter = load_file(project / "models/lora/easy/adapter_model.safetensors")
     assert any(float(t.abs().max()) > 0 for n, t in adapter.items() if "lora_B" in n)

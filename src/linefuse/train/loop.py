@@ -38,7 +38,7 @@ from linefuse.data.layout import SHARD_MANIFEST
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.inference.model import load_base
-from linefuse.paths import fresh_config, unet_folder
+from linefuse.paths import fresh_config
 from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
 from linefuse.train.base_batches import (
     TextTargets,
@@ -612,11 +612,13 @@ def pretrain_or_copy(params: Params) -> dict:
     manifest = paths.embeddings(job.levels[0]) / "manifest.json"
     channels = json.loads(manifest.read_text())["channels"] if manifest.is_file() else 3
     unet = build_unet(params.model.unet, channels)
+    # named as params.yaml names it, not by where this clone keeps it: the same bytes in every
+    # clone, so DVC's hash of models/base is the same wherever the project lives
+    unet.register_to_config(_name_or_path=params.model.unet)
     trainable, total = count_parameters(unet)
     metrics = {
         "steps": 0,
         "pretrained": params.model.unet,
-        "pretrained_from": str(unet_folder(params.model.unet)),
         "total_params": total,
         "trainable_params": trainable,
     }
