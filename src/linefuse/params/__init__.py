@@ -134,15 +134,14 @@ class Sections(BaseModel):
 S = TypeVar("S", bound=BaseModel)
 
 
-def validate(model: type[S], raw: Any, source: str = str(PARAMS), prefix: str = "") -> S:
-    """`raw` (params.yaml as read, or one section of it under `prefix`) as `model`, or a
-    ParamsError naming the first bad key."""
+def validate(model: type[S], raw: Any, source: str = str(PARAMS)) -> S:
+    """`raw` (params.yaml as read) as `model`, or a ParamsError naming the first bad key."""
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: must be a mapping of sections (data, degrade, shards)")
     try:
         return model.model_validate(raw)
     except ValidationError as error:
-        raise ParamsError(one_line(error, source, prefix)) from None
+        raise ParamsError(one_line(error, source)) from None
 
 
 def load_sections(model: type[S], path: str | Path = PARAMS) -> S:
