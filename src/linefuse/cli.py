@@ -23,7 +23,7 @@ from linefuse import paths
 from linefuse.params import DEVICES
 from linefuse.params.full import load_params
 from linefuse.pipeline import STAGES
-from linefuse.stage import atomic_dir, default_workers, guarded, stage, write_json
+from linefuse.stage import add_workers_option, atomic_dir, guarded, stage, write_json
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -154,8 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--params", default=str(paths.PARAMS), help="params file (default: %(default)s)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for stage_info in STAGES:
-        name = stage_info.command.replace("_", "-")
+    for name, stage_info in zip(STAGE_MODULES, STAGES, strict=True):
         commands.add_parser(name, help=f"stage: {stage_info.desc}", add_help=False)
     _add_training_commands(commands)
     _add_base_window(commands)
@@ -173,12 +172,7 @@ def _add_stage(
     sub = commands.add_parser(name, help=help)
     sub.set_defaults(handler=handler, workers=1)
     if workers:
-        sub.add_argument(
-            "--workers",
-            type=int,
-            default=default_workers(),
-            help="processes to use; never changes the output (default: all cores)",
-        )
+        add_workers_option(sub)
     return sub
 
 
@@ -318,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         return stage_module.main(["--params", args.params, *rest])
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.workers < 1:
-        print("linefuse: error: --workers must be at least 1", file=sys.stderr)
-        return 2
-    return guarded(lambda: args.handler(load_params(args.params), args))
+    return guarded(lambda: args.handler(load_params(args.params), args), args)
 
 
 if __name__ == "__main__":

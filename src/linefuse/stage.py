@@ -202,22 +202,27 @@ def stage_main(
     if level:
         parser.add_argument("--level", required=True, help=level)
     if workers:
-        parser.add_argument(
-            "--workers",
-            type=int,
-            default=default_workers(),
-            help="processes to use; never changes the output (default: all cores)",
-        )
+        add_workers_option(parser)
     args = parser.parse_args(argv)
+    return guarded(lambda: run(load_sections(sections, args.params), args), args)
+
+
+def add_workers_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        help="processes to use; never changes the output (default: all cores)",
+    )
+
+
+def guarded(command: Callable[[], None], args: argparse.Namespace) -> int:
+    """Runs `command` with linefuse's logging; a user's error (bad params, a missing input, a
+    full disk or read-only folder, `args.workers` under 1) is one line and status 2, an
+    interrupt 130, else 0."""
     if getattr(args, "workers", 1) < 1:
         print("linefuse: error: --workers must be at least 1", file=sys.stderr)
         return 2
-    return guarded(lambda: run(load_sections(sections, args.params), args))
-
-
-def guarded(command: Callable[[], None]) -> int:
-    """Runs `command` with linefuse's logging; a user's error (bad params, a missing input, a
-    full disk or read-only folder) is one line and status 2, an interrupt 130, else 0."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
     try:
