@@ -69,6 +69,7 @@ class CheckpointStore:
             shutil.rmtree(tmp, ignore_errors=True)
         accelerator.wait_for_everyone()
         accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()  # every rank has written its RNG state before the rename
         if accelerator.is_main_process:
             (tmp / PROGRESS).write_text(json.dumps({"step": step, "fingerprint": self.fingerprint}))
             shutil.rmtree(final, ignore_errors=True)
