@@ -29,8 +29,8 @@ def run_case(precision: str, steps: int) -> dict:
     """`steps` timed optimizer steps at `precision`, after two untimed warm-up steps."""
     from linefuse.params.full import load_params
     from linefuse.train.diffusion import noise_scheduler
-    from linefuse.train.loop import make_accelerator
     from linefuse.train.model import build_unet
+    from linefuse.train.run import make_accelerator
     from linefuse.train.step import Trainer, training_step
 
     params = load_params(REPO / "params.yaml")

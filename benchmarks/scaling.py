@@ -39,8 +39,8 @@ from linefuse.params.full import load_params
 from linefuse.train.base import base_run_params
 from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler
-from linefuse.train.loop import make_accelerator, make_optimizer
 from linefuse.train.model import build_unet, count_parameters, save_base, zero_prompt
+from linefuse.train.run import make_accelerator, make_optimizer
 from linefuse.train.step import Trainer, training_step
 from linefuse.train.trainset import BatchStream
 

@@ -35,7 +35,7 @@ SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "sta
 
 
 def _layer(module: str) -> str:
-    """linefuse.train.loop -> train; linefuse.params -> core; linefuse.cli, .pipeline -> cli."""
+    """linefuse.train.run -> train; linefuse.params -> core; linefuse.cli, .pipeline -> cli."""
     part = module.split(".")[1] if "." in module else ""
     if part in SUBPACKAGES or part == "cli":
         return part
@@ -86,11 +86,11 @@ def test_imports_only_flow_downward():
 
 def test_the_layer_rule_catches_an_upward_import(tmp_path):
     """The check above can fail: a data module importing train is reported."""
-    assert _layer("linefuse.data.shards") == "data" and _layer("linefuse.train.loop") == "train"
-    assert LAYERS[_layer("linefuse.train.loop")] > LAYERS[_layer("linefuse.data.shards")]
+    assert _layer("linefuse.data.shards") == "data" and _layer("linefuse.train.run") == "train"
+    assert LAYERS[_layer("linefuse.train.run")] > LAYERS[_layer("linefuse.data.shards")]
     module = tmp_path / "bad.py"
-    module.write_text("def f():\n    from linefuse.train.loop import run\n")
-    assert _imports(module) == [(2, "linefuse.train.loop")]
+    module.write_text("def f():\n    from linefuse.train.run import run\n")
+    assert _imports(module) == [(2, "linefuse.train.run")]
 
 
 @pytest.mark.slow  # a fresh interpreter imports torch

@@ -63,7 +63,7 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
     clock = _Clock()
     make_model, make_data = (
         linefuse.train.profile.training_model,
-        linefuse.train.profile.training_data,
+        linefuse.train.profile.shard_data,
     )
 
     class SleepInBackward(torch.autograd.Function):
@@ -94,7 +94,7 @@ def test_injected_delays_land_in_their_own_rows(trained_project, tmp_path, monke
 
     monkeypatch.setattr(linefuse.train.profile, "time", clock)
     monkeypatch.setattr(linefuse.train.profile, "training_model", slow_model)
-    monkeypatch.setattr(linefuse.train.profile, "training_data", slow_data)
+    monkeypatch.setattr(linefuse.train.profile, "shard_data", slow_data)
     report = _profile(trained_project, tmp_path / "slow.json")
     delayed = {"data loading", "forward mid_block", "backward up_blocks.1"}
     for row in report["rows"]:
@@ -112,23 +112,19 @@ def test_the_profiled_step_trains_as_the_loop_does(trained_project, tmp_path):
     from safetensors.torch import load_file
 
     from linefuse.params.full import load_params
+    from linefuse.train.curriculum import train_job
     from linefuse.train.diffusion import noise_scheduler
-    from linefuse.train.loop import (
-        make_accelerator,
-        make_optimizer,
-        make_schedule,
-        train_job,
-        training_data,
-        training_model,
-    )
+    from linefuse.train.profile import training_model
+    from linefuse.train.run import make_accelerator, make_optimizer, make_schedule
     from linefuse.train.step import Trainer, training_step
+    from linefuse.train.trainset import shard_data
 
     with chdir(trained_project):
         params = load_params("params.yaml")
         job = train_job(params, "easy")
         accelerator, _, _ = make_accelerator(params, tmp_path)
         set_seed(params.optim.seed)
-        stream, prompt_table, channels, _ = training_data(params, job, accelerator)
+        stream, prompt_table, channels, _ = shard_data(params, job, accelerator)
         model = training_model(params, job, channels)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(params, trainable, job.lr)

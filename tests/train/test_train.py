@@ -27,13 +27,9 @@ from linefuse.inference.model import load_base
 from linefuse.inference.sampler import restored_from, sample
 from linefuse.params.full import parse_params
 from linefuse.train.diffusion import noise_scheduler, weighted_loss
-from linefuse.train.loop import (
-    DIGESTS_ENV,
-    _validation_losses,
-    _warn_if_barely_restoring,
-    pretrain_job,
-)
 from linefuse.train.model import build_unet
+from linefuse.train.pretrain import pretrain_job
+from linefuse.train.run import DIGESTS_ENV, _warn_if_barely_restoring, validation_losses
 from linefuse.train.step import step_draw
 
 from conftest import LEVELS, ROOT, embed_all, run_cli, tiny_params, write_params
@@ -106,7 +102,7 @@ def test_a_model_that_returns_its_input_is_named_in_a_warning(trained_project, c
     job = pretrain_job(params)
     prompts = EmbeddedPairs(trained_project / "data/embeddings/easy", "val").prompt_embeddings()
     with chdir(trained_project):
-        loss, unchanged = _validation_losses(
+        loss, unchanged = validation_losses(
             params, job, build_unet("tiny", 3), noise_scheduler(params.model), prompts, "cpu"
         )
     assert loss == pytest.approx(unchanged, rel=1e-6) and unchanged > 0.01

@@ -14,7 +14,7 @@ from linefuse.params.degrade import DegradeParams
 from linefuse.params.model import ModelParams
 from linefuse.params.training import LaunchParams, LoaderParams, OptimParams, PretrainParams
 from linefuse.stage import stage, stage_main
-from linefuse.train.loop import pretrain_job, pretrain_or_copy
+from linefuse.train.pretrain import pretrain_job, pretrain_or_copy
 
 
 class PretrainSections(Sections):

@@ -14,7 +14,7 @@ from linefuse.params.compute import ComputeParams
 from linefuse.params.model import ModelParams
 from linefuse.params.training import LaunchParams, LoaderParams, OptimParams, TrainParams
 from linefuse.stage import UserError, known_level, stage, stage_main
-from linefuse.train.loop import train, train_job
+from linefuse.train.curriculum import train_adapter, train_job
 
 
 class TrainSections(Sections):
@@ -38,7 +38,7 @@ def run(params: TrainSections, args: argparse.Namespace) -> None:
                 f"(dvc repro, or snakemake {needed})"
             )
     with stage(job.name) as written:
-        train(params, job)
+        train_adapter(params, job)
         written += [job.out_dir, job.metrics_path]
 
 

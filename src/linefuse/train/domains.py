@@ -22,9 +22,7 @@ from linefuse.stage import atomic_dir, write_json
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
-
-if TYPE_CHECKING:
-    from linefuse.train.loop import Job
+    from linefuse.train.run import Job
 
 log = logging.getLogger("linefuse")
 METRICS_PATH = paths.train_metrics("domains")
@@ -33,7 +31,7 @@ LOG_DIR = paths.train_logs("domains")
 
 def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
     """One per-domain adapter: on the base, over that domain's samples of every level."""
-    from linefuse.train.loop import Job
+    from linefuse.train.run import Job
 
     per_domain = params.train.per_domain
     return Job(
@@ -45,7 +43,6 @@ def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Jo
         out_dir=out_dir,
         metrics_path=log_root / f"{domain}.json",
         log_dir=log_root / domain,
-        lora=True,
         domain=domain,
         settings={
             **params.model_dump(include={"model", "optim"}),
@@ -64,10 +61,10 @@ def train_domain_adapters(params: Params) -> dict:
         manifest = {"adapters": {}, "combined": None}
         if params.train.adapters == "per_domain":
             # torch, diffusers and peft load only here: the curriculum's run writes a manifest
-            from linefuse.train.loop import train
+            from linefuse.train.curriculum import train_adapter
 
             for domain in per_domain.domains:
-                metrics["adapters"][domain] = train(
+                metrics["adapters"][domain] = train_adapter(
                     params, domain_job(params, domain, tmp / domain, logs)
                 )
                 manifest["adapters"][domain] = domain

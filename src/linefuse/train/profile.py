@@ -25,18 +25,12 @@ from accelerate.utils import set_seed
 
 from linefuse import paths
 from linefuse.stage import UserError
+from linefuse.train.curriculum import adapter_model, train_job
 from linefuse.train.diffusion import noise_scheduler
-from linefuse.train.loop import (
-    Job,
-    make_accelerator,
-    make_optimizer,
-    make_schedule,
-    pretrain_job,
-    train_job,
-    training_data,
-    training_model,
-)
+from linefuse.train.pretrain import pretrain_job, pretrain_model
+from linefuse.train.run import Job, make_accelerator, make_optimizer, make_schedule
 from linefuse.train.step import Trainer, training_step
+from linefuse.train.trainset import shard_data
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -66,6 +60,14 @@ def profile_job(params: Params, level: str | None, full: bool) -> Job:
             f"full fine-tune with --full"
         )
     return replace(train_job(params, level), init_adapter=None)
+
+
+def training_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
+    """The job's model as its loop builds it: pretrain's fresh UNet, or the base with an
+    adapter."""
+    if job.name == pretrain_job(params).name:
+        return pretrain_model(params, job, channels)
+    return adapter_model(params, job)
 
 
 class _Marker(torch.autograd.Function):
@@ -195,9 +197,10 @@ def profile(params: Params, job: Job, steps: int) -> dict:
         raise UserError(f"--steps {steps}: needs at least 1")
     accelerator, _, precision = make_accelerator(params, paths.STATE_ROOT)  # never saves there
     set_seed(params.optim.seed)
-    stream, prompt_table, channels, _ = training_data(params, job, accelerator)
+    stream, prompt_table, channels, _ = shard_data(params, job, accelerator)
     model = training_model(params, job, channels)
-    unet = model.get_base_model() if isinstance(model, peft.PeftModel) else model
+    lora = isinstance(model, peft.PeftModel)
+    unet = model.get_base_model() if lora else model
     profiler = StepProfiler(unet, accelerator.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, trainable, job.lr)
@@ -225,7 +228,7 @@ def profile(params: Params, job: Job, steps: int) -> dict:
     total = sum(rows.values())
     return {
         "job": job.name,
-        "lora": job.lora,
+        "lora": lora,
         "steps": steps,
         "warmup_steps": WARMUP_STEPS,
         "batch_size": params.optim.batch_size,

@@ -1,7 +1,8 @@
 """One training step, shared by pretrain, train@LEVEL, the base and its GPU windows: what a
 micro-batch trains on (`step_draw`, from a seeded generator), the model's loss on it
-(`draw_loss`), and, for train/loop.py's loop, the profiler and the benchmarks, the step itself
-under accelerate (`training_step`). train/window.py steps its own compiled model around the
+(`draw_loss`), and, for the loops of pretrain, the adapters and the base (train/run.py's
+`TrainingRun.micro_step`), the profiler and the benchmarks, the step itself under accelerate
+(`training_step`). train/window.py steps its own compiled model around the
 same draw and loss."""
 
 from __future__ import annotations

@@ -7,20 +7,29 @@ Batches are reproducible from (seed, epoch) and resumable at any step, whatever 
 
 from __future__ import annotations
 
+import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import braceexpand
 import torch
 from torch.utils.data import ConcatDataset, DataLoader, Sampler, SequentialSampler, Subset
 
-from linefuse.data.layout import key_domain
+from linefuse import paths
+from linefuse.data.layout import SHARD_MANIFEST, key_domain
 from linefuse.data.readers import EmbeddedPairs, LmdbPairs, shard_urls, webdataset_pairs
 from linefuse.data.transforms import normalise_pair
 from linefuse.params.training import LoaderParams
+from linefuse.stage import UserError
+from linefuse.train.model import zero_prompt
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
+    from linefuse.train.run import Job
 
 
 class PixelPairs:
@@ -222,3 +231,65 @@ def shard_stream_urls(level_dirs: list[Path], split: str, remote: dict | None = 
                 for url in braceexpand.braceexpand(spec)
             ]
     return urls
+
+
+def shard_data(
+    params: Params, job: Job, accelerator
+) -> tuple[BatchStream, torch.Tensor, int, list[Path]]:
+    """What pretrain and an adapter train on: the batch stream over the job's levels (and
+    domain) in the reader params names, the prompt embedding table, the channel count, and the
+    files that identify the data (for the checkpoints' fingerprint)."""
+    reader = params.loader.reader
+    if reader == "embeddings":
+        dirs = [paths.embeddings(level) for level in job.levels]
+        manifests = [d / "manifest.json" for d in dirs]
+        for manifest in manifests:
+            if not manifest.is_file():
+                raise UserError(
+                    f"{manifest.parent} is missing; run `linefuse embed --level "
+                    f"{manifest.parent.name}` first"
+                )
+        dataset = map_dataset(reader, dirs, "train", job.domain)
+        prompts = EmbeddedPairs(dirs[0], "train").prompt_embeddings()
+        channels = json.loads(manifests[0].read_text())["channels"]
+        stream = BatchStream(
+            accelerator, params.loader, params.optim.batch_size, params.optim.seed, dataset=dataset
+        )
+        return stream, prompts, channels, manifests
+    if params.model.vae is not None:
+        raise UserError(
+            f"loader.reader: {reader} reads pixels; latent mode (model.vae set) "
+            f"needs loader.reader: embeddings"
+        )
+    dirs = [paths.shards(level) for level in job.levels]
+    manifests = [d / SHARD_MANIFEST for d in dirs if d.name not in params.loader.shard_urls]
+    if reader == "lmdb":
+        stream = BatchStream(
+            accelerator,
+            params.loader,
+            params.optim.batch_size,
+            params.optim.seed,
+            dataset=map_dataset(reader, dirs, "train", job.domain),
+        )
+    elif job.domain is not None:
+        raise UserError(
+            "loader.reader: webdataset streams every domain; per-domain adapters "
+            "(train.adapters: per_domain) need loader.reader: embeddings or lmdb"
+        )
+    else:
+        stream = BatchStream(
+            accelerator,
+            params.loader,
+            params.optim.batch_size,
+            params.optim.seed,
+            urls=shard_stream_urls(dirs, "train", params.loader.shard_urls),
+        )
+    return stream, null_prompt(params, job.levels), 3, manifests
+
+
+def null_prompt(params: Params, levels: list[str]) -> torch.Tensor:
+    """The empty prompt's embedding as training saw it: the embed stage's row for "" (a text
+    encoder's, or zeros), or zeros when training reads pixels; pretrain saves it with the base."""
+    if params.loader.reader == "embeddings":
+        return EmbeddedPairs(paths.embeddings(levels[0]), "train").null_prompt()
+    return zero_prompt(params.model.unet)
