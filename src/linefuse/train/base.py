@@ -21,7 +21,8 @@ import torch
 from linefuse import paths
 from linefuse.data.bank import BankCrops
 from linefuse.train.base_batches import device_pairs, step_generator
-from linefuse.train.model import build_unet, save_base, zero_prompt
+from linefuse.train.model import save_base, zero_prompt
+from linefuse.train.pretrain import pretrain_model
 from linefuse.train.run import Job, TrainingRun
 from linefuse.train.step import label_reader
 from linefuse.train.trainset import BatchStream
@@ -71,10 +72,7 @@ def train_base(params: Params) -> tuple[Path, dict]:
     stream = BatchStream(
         run.accelerator, params.loader, optim.batch_size, optim.seed, dataset=crops, shuffle=False
     )
-    unet = build_unet(job.unet, 3)
-    if optim.gradient_checkpointing:
-        unet.enable_gradient_checkpointing()
-    trainer = run.start(unet, zero_prompt(job.unet), [])
+    trainer = run.start(pretrain_model(params, job, 3), zero_prompt(job.unet), [])
     device, rank = run.accelerator.device, run.accelerator.process_index
     if params.base.text.ctc > 0:  # the CTC term reads the restored labels
         trainer.reader = label_reader(params.base.text.reader, device)

@@ -41,7 +41,8 @@ def pretrain_job(params: Params) -> Job:
 
 
 def pretrain_model(params: Params, job: Job, channels: int) -> torch.nn.Module:
-    """A fresh UNet of the size model.unet names, taking `channels` input channels."""
+    """A UNet that trains whole: of the size (or from the weights) job.unet names, taking
+    `channels` input channels."""
     unet = build_unet(job.unet, channels)
     if params.optim.gradient_checkpointing:
         unet.enable_gradient_checkpointing()
