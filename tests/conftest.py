@@ -72,28 +72,42 @@ def pytest_sessionfinish(session) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Marks what builds a pipeline slow, and orders the tests slowest first, so that no long test
-    starts last (`make test` hands them out in this order, one at a time, to whichever worker is
-    free): the kill trials on DVC's build (ready first), the tests on the SLURM build (ready
-    while those run), the engines' other tests, the rest on the builds, the other slow ones, then
-    the quick ones, which fill the workers' last minutes."""
+    """Marks what builds a pipeline slow, and orders the tests so that no core idles and no long
+    test starts last (`make test` hands them out in this order, one at a time, to whichever
+    worker is free). The engines' two builds start with the run, and a worker waits for the one
+    its test needs: meanwhile SLURM's jobs leave a core idle between the plugin's polls.
+    - the first test on the two base windows: they train for a wall-clock budget, beside the builds;
+    - the kill trials on DVC's build, ready first;
+    - the test on both builds, whose worker waits for the SLURM build;
+    - the other slow tests on no shared build, which keep the other core busy until it is ready;
+    - the tests on the SLURM build, then the engines' other tests, then the rest on DVC's build;
+    - the quick ones, which fill the workers' last minutes, the windows' other tests among them
+      (long built by then: no worker waits for them)."""
     for item in items:
         uses = PIPELINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if uses or item.get_closest_marker("engines"):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=_order)
+    on_windows = [item for item in items if "two_windows" in getattr(item, "fixturenames", ())]
+    items.sort(key=lambda item: _tier(item, on_windows))
 
 
-def _order(item) -> tuple[bool, ...]:
+def _tier(item, on_windows: list) -> int:
+    """The test's place in pytest_collection_modifyitems's order."""
     fixtures = set(getattr(item, "fixturenames", ()))
     engine = getattr(item, "callspec", None) and item.callspec.params.get("engine")
-    return (
-        engine != "dvc",
-        engine != "snakemake" and "snakemake_build" not in fixtures,
-        item.get_closest_marker("engines") is None,
-        not fixtures & {"dvc_build", "trained_project"},
-        item.get_closest_marker("slow") is None,
-    )
+    engines, slow = (item.get_closest_marker(name) is not None for name in ("engines", "slow"))
+    shared = {"dvc_build", "snakemake_build", "trained_project", "two_windows"}
+    tiers = [
+        item in on_windows[:1],
+        engine == "dvc",
+        "engine_builds" in fixtures,
+        slow and not engines and not fixtures & shared,
+        engine == "snakemake" or "snakemake_build" in fixtures,
+        engines,
+        bool(fixtures & {"dvc_build", "trained_project"}) and item not in on_windows,
+        item not in on_windows,
+    ]
+    return tiers.index(True) if True in tiers else len(tiers)
 
 
 def tiny_params() -> dict:
