@@ -106,3 +106,40 @@ def test_a_curves_flat_baseline_is_not_taken_for_the_frame():
         skew = deskew.estimate(image)
         assert skew.confident(image.shape), (level, skew)
         assert skew.rotation_deg == pytest.approx(drawn["rotation"], abs=0.1), (level, skew)
+
+
+def test_a_scanners_grain_marks_a_scanned_page_and_nothing_drawn():
+    """grain_level on default charts 0-11: every level of the scan domain leaves its grain (a
+    scanner reads each colour with noise of its own), at least deskew.GRAIN; the sharp chart and
+    the other four domains at every level, under half of it."""
+    params = load_params(ROOT / "params.yaml")
+    degrading = params.degrade
+    for index in range(12):
+        sharp, _, _ = draw_chart(CHARTS, index)
+        assert deskew.grain_level(sharp) < deskew.GRAIN / 2
+        for domain in degrading.domains:
+            for level in degrading.levels:
+                rng = item_rng(degrading.seed, f"chart_{index:05d}", domain, level)
+                image, _ = degrade(sharp, domain, degrading.level(domain, level), rng)
+                grain = deskew.grain_level(image)
+                assert (grain >= deskew.GRAIN) == (domain == "scan"), (index, domain, level)
+                assert domain == "scan" or grain < deskew.GRAIN / 2, (index, domain, level)
+
+
+def test_a_scanned_page_is_straightened_on_shorter_lines():
+    """Chart 3025 (magazine: a tinted panel with a faint grid, no spines), scanned at easy: its
+    longest lines span under deskew.LONG_SPAN, so only its grain lets `auto` undo it, to within
+    0.02 degrees of the drawn rotation; the same page in grey (equal channels: no grain) is left
+    alone."""
+    params = load_params(ROOT / "params.yaml")
+    sharp, _, sidecar = draw_chart(CHARTS, 3025)
+    assert sidecar["family"] in CHARTS.held_out
+    rng = item_rng(params.degrade.seed, "chart_03025", "scan", "easy")
+    image, drawn = degrade(sharp, "scan", params.degrade.level("scan", "easy"), rng)
+    skew = deskew.estimate(image)
+    assert deskew.SCANNED_SPAN <= skew.span < deskew.LONG_SPAN and skew.grain >= deskew.GRAIN
+    assert skew.confident(image.shape)
+    assert skew.rotation_deg == pytest.approx(drawn["rotation"], abs=0.02), (skew, drawn)
+    grey = np.repeat(image.mean(axis=2, keepdims=True).round().astype(np.uint8), 3, axis=2)
+    grainless = deskew.estimate(grey)
+    assert grainless.grain == 0 and not grainless.confident(grey.shape), grainless
