@@ -42,16 +42,10 @@ MAX_SHEAR = 0.02  # a scanner's shear is smaller: two families further from squa
 # `auto` undoes a skew only when it moves the chart's corners by this much (less is within what
 # resampling itself costs), when the rotation's standard error is at most CONFIDENT_SE_DEG, and
 # when each family's longest line spans LONG_SPAN of the image: a plotting program's axes and
-# grid span about three quarters of it, a curve's flat stretch rarely 70%. On a page that carries
-# a scanner's grain (GRAIN grey levels or more: see grain_level), SCANNED_SPAN: only a scan is
-# turned, and a faint grid a scan blurred is found shorter than it is
+# grid span about three quarters of it, a curve's flat stretch rarely 70%
 NEGLIGIBLE_PX = 0.3
 CONFIDENT_SE_DEG = 0.1
 LONG_SPAN = 0.7
-SCANNED_SPAN = 0.5
-GRAIN = 0.5
-# Immerkaer's noise filter (the difference of two Laplacians): blind to flat tints and ramps
-NOISE_FILTER = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], np.float32)
 
 
 @dataclass(frozen=True)
@@ -59,13 +53,12 @@ class Skew:
     """A scan's geometry as degrade._scan draws it: `rotation_deg`, and `shear` (col += shear *
     row); `rotation_se_deg` the larger of the two families' standard errors; `span` the shorter
     of the two families' longest lines, as a fraction of the image's width (height). Nothing
-    found: rotation None. `grain` the page's scanner grain (grain_level), in grey levels."""
+    found: rotation None."""
 
     rotation_deg: float | None
     shear: float
     rotation_se_deg: float
     span: float
-    grain: float = 0.0
 
     def moves_px(self, shape: tuple[int, ...]) -> float:
         """How far undoing it moves the image's farthest corner, in pixels."""
@@ -76,12 +69,12 @@ class Skew:
         return tilt * max(height, width) / 2 + abs(self.shear) * height / 2
 
     def confident(self, shape: tuple[int, ...]) -> bool:
-        """Worth undoing: found on lines as long as a frame's (LONG_SPAN, SCANNED_SPAN on a page
-        with a scanner's grain; the flat baseline of a curve, tilted by its data, is not),
-        measured to CONFIDENT_SE_DEG, and larger than NEGLIGIBLE_PX."""
+        """Worth undoing: found on lines as long as a frame's (LONG_SPAN; the flat baseline of a
+        curve, tilted by its data, is not), measured to CONFIDENT_SE_DEG, and larger than
+        NEGLIGIBLE_PX."""
         return (
             self.rotation_deg is not None
-            and self.span >= (SCANNED_SPAN if self.grain >= GRAIN else LONG_SPAN)
+            and self.span >= LONG_SPAN
             and self.rotation_se_deg <= CONFIDENT_SE_DEG
             and self.moves_px(shape) >= NEGLIGIBLE_PX
         )
@@ -108,7 +101,6 @@ def estimate(image: np.ndarray) -> Skew:
     vertical = _family_tilt(_edge_maps(gray.T))
     if horizontal is None or vertical is None:
         return Skew(None, 0.0, math.inf, 0.0)
-    grain = grain_level(image)
     # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
     # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
     rows_per_col, se = horizontal[0], max(horizontal[1], vertical[1])
@@ -118,31 +110,8 @@ def estimate(image: np.ndarray) -> Skew:
         shear = -vertical[0] - tan_a
         tan_a = rows_per_col / (1 + rows_per_col * shear)
     if abs(shear) > MAX_SHEAR:
-        return Skew(None, 0.0, math.inf, span, grain)
-    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), span, grain)
-
-
-def grain_level(image: np.ndarray) -> float:
-    """A scanner's grain, in grey levels: the median response of NOISE_FILTER to the differences
-    between colour channels, over the flat pixels that are not clipped. A scanner reads each
-    channel with noise of its own, so flat paper carries it; a chart a program drew (blurred,
-    compressed or downscaled after) has equal channels on grey ink and white paper, and flat
-    tints, so it gives 0. A grey image: 0 (nothing to tell by)."""
-    if image.ndim == 2:
-        return 0.0
-    channels = image.astype(np.float32)
-    smooth = ndimage.gaussian_filter(channels.mean(axis=2), 1.5)
-    flat = np.hypot(ndimage.sobel(smooth, 0), ndimage.sobel(smooth, 1)) < 16  # 2 levels a px
-    flat &= ndimage.maximum_filter(image.max(axis=2), 3) < 255
-    flat &= ndimage.minimum_filter(image.min(axis=2), 3) > 0
-    flat[[0, -1], :] = flat[:, [0, -1]] = False
-    if flat.sum() < 100:
-        return 0.0
-    responses = [
-        np.abs(ndimage.convolve(channels[..., c] - channels[..., 1], NOISE_FILTER))[flat]
-        for c in (0, 2)
-    ]
-    return float(np.median(np.concatenate(responses)) / 6)
+        return Skew(None, 0.0, math.inf, span)
+    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), span)
 
 
 def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
