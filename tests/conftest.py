@@ -104,7 +104,7 @@ def _tier(item, on_windows: list) -> int:
         slow and not engines and not fixtures & shared,
         engine == "snakemake" or "snakemake_build" in fixtures,
         engines,
-        bool(fixtures & {"dvc_build", "trained_project"}) and item not in on_windows,
+        bool(fixtures & {"dvc_build", "trained_project"}),
         item not in on_windows,
     ]
     return tiers.index(True) if True in tiers else len(tiers)
