@@ -101,26 +101,30 @@ def estimate(image: np.ndarray) -> Skew:
     vertical = _family_tilt(_edge_maps(gray.T))
     if horizontal is None or vertical is None:
         return Skew(None, 0.0, math.inf, 0.0)
-    # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
-    # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
-    rows_per_col, se = horizontal[0], max(horizontal[1], vertical[1])
+    se = max(horizontal[1], vertical[1])
     span = min(horizontal[2] / gray.shape[1], vertical[2] / gray.shape[0])
-    tan_a, shear = rows_per_col, 0.0
-    for _ in range(2):
-        shear = -vertical[0] - tan_a
-        tan_a = rows_per_col / (1 + rows_per_col * shear)
+    rotation_deg, shear = _rotation_and_shear(horizontal[0], vertical[0])
     if abs(shear) > MAX_SHEAR:
         return Skew(None, 0.0, math.inf, span)
-    return Skew(math.degrees(math.atan(tan_a)), shear, math.degrees(se), span)
+    return Skew(rotation_deg, shear, math.degrees(se), span)
+
+
+def _rotation_and_shear(rows_per_col: float, cols_per_row: float) -> tuple[float, float]:
+    """(rotation in degrees, shear) that tilt horizontal lines by `rows_per_col` and vertical
+    ones by `cols_per_row`."""
+    # horizontal lines: d row / d col = sin a / (cos a - sin a * shear); vertical: d col / d row
+    # = -(tan a + shear) (degrade._scan's matrix); solved for a and shear, shear first taken as 0
+    tan_a, shear = rows_per_col, 0.0
+    for _ in range(2):
+        shear = -cols_per_row - tan_a
+        tan_a = rows_per_col / (1 + rows_per_col * shear)
+    return math.degrees(math.atan(tan_a)), shear
 
 
 def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
     """The image with `skew` undone about its centre (cubic spline, edges extended): the inverse
     of degrade._scan's rotation and shear."""
-    a = math.radians(skew.rotation_deg or 0.0)
-    rotate = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
-    forward = rotate @ np.array([[1.0, 0.0], [skew.shear, 1.0]])
-    inverse = np.linalg.inv(forward)
+    inverse = np.linalg.inv(_scan_matrix(skew.rotation_deg or 0.0, skew.shear))
     h, w = image.shape[:2]
     centre = np.array([(h - 1) / 2, (w - 1) / 2])
     offset = centre - inverse @ centre
@@ -136,6 +140,14 @@ def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
     )
     out = np.clip(np.rint(out), 0, 255).astype(image.dtype)
     return out[..., 0] if image.ndim == 2 else out
+
+
+def _scan_matrix(rotation_deg: float, shear: float) -> np.ndarray:
+    """degrade._scan's (row, col) matrix: a scanned pixel's place on the straight page, about
+    the centre."""
+    a = math.radians(rotation_deg)
+    rotate = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    return rotate @ np.array([[1.0, 0.0], [shear, 1.0]])
 
 
 def _edge_maps(gray: np.ndarray) -> list[np.ndarray]:
@@ -172,7 +184,15 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
         smooth = ndimage.gaussian_filter1d(edge, 3.0, axis=1)
         fits += [_fit_line(smooth, cols, row - lowest, slope) for row in peaks]
     tolerance = math.tan(math.radians(2 * FINE_SPAN))
-    fits = [fit for fit in fits if fit is not None and abs(fit[0] - slope) <= tolerance]
+    return _pooled_tilt(
+        [fit for fit in fits if fit is not None and abs(fit[0] - slope) <= tolerance]
+    )
+
+
+def _pooled_tilt(fits: list[tuple[float, float, int]]) -> tuple[float, float, int] | None:
+    """One family's (slope, standard error, longest line's columns) from its lines' fits
+    (_fit_line's), or None where there are none: the slopes that agree with their median,
+    weighted by their errors."""
     if not fits:
         return None
     slopes, errors, columns = (np.array(column) for column in zip(*fits, strict=True))
@@ -226,9 +246,9 @@ class _Points:
         return cls(rows, centred, strip_of[cols], weights, columns, edge.shape)
 
 
-def _long_line_evidence(points: _Points, slope: float) -> np.ndarray:
+def _long_line_evidence(points: _Points, slope: float, gaps: int = LINE_GAPS) -> np.ndarray:
     """Per projected row (1 px bins, each pixel split between its two), the edge of its
-    (LINE_GAPS + 1)-th weakest strip: high only where a line runs across most strips."""
+    (gaps + 1)-th weakest strip: high only where a line runs across all strips but `gaps`."""
     height, width = points.shape
     projected = points.rows - slope * points.cols + abs(slope) * (width - 1) / 2
     low = np.floor(projected)
@@ -239,7 +259,7 @@ def _long_line_evidence(points: _Points, slope: float) -> np.ndarray:
     profile = np.bincount(index, points.weights * (1 - upper), size)
     profile += np.bincount(index + 1, points.weights * upper, size)
     per_strip = profile.reshape(STRIPS, bins) / points.strip_columns[:, None]
-    return np.sort(per_strip, axis=0)[LINE_GAPS]
+    return np.sort(per_strip, axis=0)[gaps]
 
 
 def _fit_line(edge, cols, row0, slope) -> tuple[float, float, int] | None:
