@@ -74,6 +74,14 @@ def test_undo_inverts_the_scan_geometry():
     assert error(back) < error(turned) / 3, (error(back), error(turned))
 
 
+@pytest.mark.parametrize(("rotation_deg", "shear"), [(0.6, 0.01), (-3.0, -0.015), (5.0, 0.02)])
+def test_the_lines_tilts_give_back_the_rotation_and_shear_that_made_them(rotation_deg, shear):
+    to_scan = np.linalg.inv(deskew._scan_matrix(rotation_deg, shear))
+    horizontal, vertical = to_scan @ np.array([0.0, 1.0]), to_scan @ np.array([1.0, 0.0])
+    solved = deskew._rotation_and_shear(horizontal[0] / horizontal[1], vertical[1] / vertical[0])
+    assert solved == pytest.approx((rotation_deg, shear), abs=1e-5)
+
+
 def test_straighten_undoes_a_turned_chart_and_passes_the_rest_through():
     """eval.deskew's step: `auto` and `always` straighten a chart turned by 3 degrees (closer to the
     straight chart than the input); `auto` passes a straight chart through unchanged, every mode a
