@@ -113,17 +113,17 @@ def main() -> None:
                 inputs["auto"].append(deskew.straighten(scan, "auto"))
                 inputs["lines_known"].append(scan if known is None else deskew.undo(scan, known))
                 inputs["oracle"].append(deskew.undo(scan, exact))
+            before = np.array([psnr(scan, sharp, params.eval.metric) for scan, sharp, _ in pairs])
             gains = {}
             for way, images in inputs.items():
                 restored = restorer.restore_images(
                     images, params.eval.steps, params.eval.seed, params.eval.batch_size
                 )
-                gains[way] = np.array(
-                    [
-                        psnr(out, sharp, params.eval.metric) - psnr(scan, sharp, params.eval.metric)
-                        for out, (scan, sharp, _) in zip(restored, pairs, strict=True)
-                    ]
-                )
+                after = [
+                    psnr(out, pair[1], params.eval.metric)
+                    for out, pair in zip(restored, pairs, strict=True)
+                ]
+                gains[way] = np.array(after) - before
             report["cells"][f"{split}/{level}"] = {
                 **{
                     way: mean_interval(list(g), params.eval.interval, params.eval.seed)
