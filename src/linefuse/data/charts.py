@@ -118,6 +118,35 @@ def choose_style(rng: np.random.Generator, cfg: ChartParams) -> tuple[str, str]:
     return family, styles[int(rng.integers(len(styles)))]
 
 
+def choose_library(cfg: ChartParams, index: int) -> tuple[str, str]:
+    """(library, its theme; "" for matplotlib, whose look is the style sheet) of chart `index`,
+    by the shares of data.charts.libraries, from a generator of its own: the chart's other draws
+    stay those of its index, and with one library nothing is drawn (the bank's charts stay)."""
+    names = list(cfg.libraries)
+    library = names[0]
+    if len(names) > 1:
+        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 1]))
+        cumulative = np.cumsum(list(cfg.libraries.values()))
+        place = np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")
+        library = names[min(int(place), len(names) - 1)]
+        themes = library_themes(library)
+        return library, themes[int(rng.integers(len(themes)))] if themes else ""
+    return library, ""
+
+
+def library_themes(library: str) -> tuple[str, ...]:
+    """The themes a library draws in (none for matplotlib: its style sheets are the families)."""
+    if library == "plotnine":
+        from linefuse.data import plotnine_charts
+
+        return plotnine_charts.THEMES
+    if library == "vegalite":
+        from linefuse.data import vega_charts
+
+        return vega_charts.THEMES
+    return ()
+
+
 @dataclass(frozen=True)
 class SeriesPlan:
     column: str
@@ -167,6 +196,7 @@ class ChartPlan:
     panels: tuple[PanelPlan, ...] = ()  # the panels after the first
     background: Background | None = None  # None: the style sheet's faces
     grid: GridStyle | None = None  # None: the style sheet's grid line style
+    library: str = "matplotlib"  # who draws it (data.charts.libraries); style is then its theme
     extra: dict = field(default_factory=dict)  # rcParams a test may add
 
 
@@ -190,9 +220,13 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
         more = _spectra_table(rng, cfg)
         panels.append(PanelPlan(more, _series_plans(rng, cfg, count=more.shape[1] - 1)))
     width, height, dpi = _canvas(cfg, inches, dpi, layout, size_px)
+    library, theme = choose_library(cfg, index)
+    if library != "matplotlib":  # its family is the library, its style the library's theme
+        family, style, layout, panels = library, theme, (1, 1), []
     return ChartPlan(
         family=family,
         style=style,
+        library=library,
         font=font,
         width=width,
         height=height,
@@ -360,9 +394,18 @@ def _style_rc(plan: ChartPlan) -> dict:
 def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
     """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart: the style
     set up, the series plotted, the axes dressed, the figure laid out and drawn, and what it
-    drew measured back from the canvas."""
+    drew measured back from the canvas. Another library's chart is drawn by its adapter."""
     import matplotlib
     import matplotlib.style
+
+    if plan.library == "plotnine":
+        from linefuse.data.plotnine_charts import render
+
+        return render(plan)
+    if plan.library == "vegalite":
+        from linefuse.data.vega_charts import render
+
+        return render(plan)
 
     _bundled_file(plan.font)
     with matplotlib.rc_context():
@@ -496,6 +539,7 @@ def _sidecar(plan: ChartPlan, axes: list, renderer, lines: list, note, height: i
         for s, line in zip(plan.series, lines, strict=True)
     ]
     sidecar = {
+        "library": plan.library,
         "family": plan.family,
         "style": plan.style,
         "font": plan.font,
@@ -651,9 +695,16 @@ def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
 
 def base_chart_params(params: Params) -> ChartParams:
     """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
-    the base's seed, and only the families the default data trains on."""
+    the base's seed, its own libraries (base.libraries, in equal shares) and only the families
+    the default data trains on."""
     charts = params.data.charts.with_overrides(params.base.chart_overrides)
     families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
+    libraries = {name: 1.0 / len(params.base.libraries) for name in params.base.libraries}
     return charts.model_copy(
-        update={"seed": params.base.chart_seed, "families": families, "held_out": []}
+        update={
+            "seed": params.base.chart_seed,
+            "families": families,
+            "held_out": [],
+            "libraries": libraries,
+        }
     )
