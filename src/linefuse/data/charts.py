@@ -119,19 +119,16 @@ def choose_style(rng: np.random.Generator, cfg: ChartParams) -> tuple[str, str]:
 
 
 def choose_library(cfg: ChartParams, index: int) -> tuple[str, str]:
-    """(library, its theme; "" for matplotlib, whose look is the style sheet) of chart `index`,
+    """(library, its theme; "" for matplotlib, whose looks are the style sheets) of chart `index`,
     by the shares of data.charts.libraries, from a generator of its own: the chart's other draws
-    stay those of its index, and with one library nothing is drawn (the bank's charts stay)."""
+    stay those of its index whatever the libraries (the bank's matplotlib charts stay as drawn)."""
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 1]))
     names = list(cfg.libraries)
-    library = names[0]
-    if len(names) > 1:
-        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 1]))
-        cumulative = np.cumsum(list(cfg.libraries.values()))
-        place = np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")
-        library = names[min(int(place), len(names) - 1)]
-        themes = library_themes(library)
-        return library, themes[int(rng.integers(len(themes)))] if themes else ""
-    return library, ""
+    cumulative = np.cumsum(list(cfg.libraries.values()))
+    place = np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")
+    library = names[min(int(place), len(names) - 1)]
+    themes = library_themes(library)
+    return library, themes[int(rng.integers(len(themes)))] if themes else ""
 
 
 def library_themes(library: str) -> tuple[str, ...]:
