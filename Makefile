@@ -49,6 +49,7 @@ base: bank
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
+STATE ?= workflow/base_windows
 WINDOW_SITE ?= /tmp/linefuse-site
 base-window:
 	@started=$$(date +%s.%N); \
@@ -57,7 +58,7 @@ base-window:
 	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
 	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
 	else $(MAKE) -s install || exit 1; run=$(BIN)/python; fi; \
-	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) \
+	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) --state $(STATE) \
 	  --out $(OUT) --started-at $$started
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,

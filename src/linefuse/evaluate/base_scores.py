@@ -5,7 +5,9 @@ the base never trains on, drawn with base.chart_seed), whole, in every domain an
 as the shard stage degrades (degrade.seed). The trained families score as `test`, the held-out
 ones as `held_out`; the sharp charts themselves score as `sharp` (what a restoration must not
 harm). Each split's mean gain is the mean over the domain x level cells of each cell's mean, with
-a stratified bootstrap interval, as evaluate's headline. Where Tesseract is installed, each
+a stratified bootstrap interval, as evaluate's headline. Each split also keeps every image's gain
+by cell, in chart order, so two models scored on one chart set can be compared image by image
+(evaluate/base_window.py's paired rule). Where Tesseract is installed, each
 split also gets the tick labels' character error rate per level, pooled over the domains, for
 the input, the model and the sharp chart (evaluate/ocr.py), all of one chart read in one go.
 """
@@ -70,7 +72,7 @@ def scoring_charts(params: Params, workers: int = 1) -> list[ScoringChart]:
 def score_base(
     params: Params, folder: Path, device: str, charts=None, read_labels: bool = True
 ) -> dict:
-    """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, cer}, sharp: {mean,
+    """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, gains, cer}, sharp: {mean,
     worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`, inputs as
     drawn (no deskew: the scores compare weights); cer is {level: {input, model, sharp}}, or
     None where Tesseract is missing or `read_labels` is off."""
@@ -131,4 +133,5 @@ def _split_summary(params: Params, cells: dict[tuple[str, str], list[float]]) ->
         for domain in params.degrade.domains
     }
     summary["worst_cell"] = float(min(np.mean(gains) for gains in cells.values()))
+    summary["gains"] = {f"{domain}/{level}": gains for (domain, level), gains in cells.items()}
     return summary
