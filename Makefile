@@ -42,14 +42,18 @@ base: bank
 	$(BIN)/linefuse base
 
 # `make base-window MINUTES=8 OUT=DIR`: one window of the base's training on a lent GPU
-# (linefuse base-window, docs/model_zoo.md): resumes workflow/base_windows, trains for MINUTES
-# of wall clock counted from this target's start, scores, and writes the weights it offers, the
-# new state and its record to OUT. With wheels in .whl/ (make wheels) it runs on the machine's
-# own python3 (a GPU image's, with torch), adding only those; else on the project's venv.
+# (linefuse base-window, docs/model_zoo.md): resumes the stable state in STATE (the last landed
+# window's, or the OUT of a window just run on the same machine), trains for MINUTES of wall
+# clock counted from this target's start, and writes the weights it offers, the new state, the
+# compiled kernels and its record to OUT; `linefuse base-land OUT` scores them back here. With
+# wheels in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with
+# torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps
+# and times a twice-as-wide UNet's step, into the record (train/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
 STATE ?= workflow/base_windows
+TRACE ?= 0
 WINDOW_SITE ?= /tmp/linefuse-site
 base-window:
 	@started=$$(date +%s.%N); \
@@ -58,7 +62,7 @@ base-window:
 	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
 	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
 	else $(MAKE) -s install || exit 1; run=$(BIN)/python; fi; \
-	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) --state $(STATE) \
+	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) --state $(STATE) --trace $(TRACE) \
 	  --out $(OUT) --started-at $$started
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,

@@ -55,7 +55,8 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
     started = args.started_at or time.time()
     out, state = Path(args.out), Path(args.state)
     with stage("base-window") as written:
-        record = train_window(params, out, state, started + 60 * args.minutes, args.workers)
+        deadline = started + 60 * args.minutes
+        record = train_window(params, out, state, deadline, args.workers, args.trace)
         record["wall_seconds"] = time.time() - started
         record["minutes"], record["state_from"] = args.minutes, str(state)
         record["summary"] = summarise(record)
@@ -186,6 +187,14 @@ def _add_base_window(commands) -> None:
         "--state",
         default=str(paths.BASE_WINDOWS_DIR),
         help="the last window's stable state (default: %(default)s)",
+    )
+    window.add_argument(
+        "--trace",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="profile this many training steps and time a twice-as-wide UNet's step, into the "
+        "record (default: none)",
     )
     window.add_argument(
         "--started-at",

@@ -59,8 +59,9 @@ from linefuse import paths
 from linefuse.cli import main
 
 paths.ZOO_DIR = Path(sys.argv[1])
-for name, state in (("first", "none"), ("second", "first")):
+for name, state, trace in (("first", "none", "0"), ("second", "first", "2")):
     argv = ["base-window", "--minutes", "0.5", "--out", name, "--state", state, "--workers", "2"]
+    argv += ["--trace", trace]
     if main(argv) != 0:
         sys.exit(f"the {name} window failed")
 """
@@ -120,6 +121,11 @@ def test_the_second_window_resumes_the_first_and_the_bank_moves_on(two_windows):
     assert second["stable_state"]["pairs"] > first["stable_state"]["pairs"]
     assert second["stable_state"]["next_chart"] > first["stable_state"]["next_chart"] > 0
     assert second["stable_state"]["windows"] == 2
+    # the second traced two of its steps and timed the wide UNet's step beside the base's
+    trace = second["trace"]
+    assert first["trace"] is None and trace["steps"] == 2 and trace["device_busy_share"] > 0
+    assert trace["top"] and sum(k["share"] for k in trace["top"]) <= 1 + 1e-9
+    assert trace["eager_ms"]["wide"] > trace["eager_ms"]["base"] > 0
     tensors, state = load_state(two_windows / "second")
     assert state.step == second["stable_state"]["step"]
     assert any(key.startswith("adam.") and key.endswith("exp_avg_sq") for key in tensors)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from tqdm import tqdm
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
@@ -83,7 +84,8 @@ def score_base(
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []
     metric = params.eval.metric
-    for chart in charts:  # a chart's images share its size: one batch, on a GPU one launch
+    bar = tqdm(charts, desc=f"scoring {folder.name}", unit="chart", disable=None)
+    for chart in bar:  # a chart's images share its size: one batch, on a GPU one launch
         images = [chart.sharp, *(blurred for _, _, blurred in chart.blurred)]
         restored_sharp, *restored_all = restorer.restore_images(
             images, params.eval.steps, batch_size=len(images)

@@ -45,6 +45,7 @@ from linefuse.train.compiled_kernels import load_kernels, save_kernels
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
+from linefuse.train.window_trace import trace_steps
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -208,7 +209,7 @@ class Trainer:
         self.model.zero_grad(set_to_none=True)
         return counter.get_total_flops() / 8
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -229,7 +230,7 @@ class Trainer:
         prompts = self.prompts.expand(batch, -1, -1)
         loss_sum = torch.zeros((), device=self.device)
         if timed:
-            self._sync()
+            self.sync()
         started, done, logged_at = time.perf_counter(), 0, 0
         while (steps is None or done < steps) and (
             seconds is None or time.perf_counter() - started < seconds
@@ -261,7 +262,7 @@ class Trainer:
             if self.state.step % 10 == 0 and not self.pool.full(2**21):
                 self.pool.add(self.drawer.ready(64))  # the charts drawn since, between steps
         if timed:
-            self._sync()
+            self.sync()
         return {"seconds": time.perf_counter() - started, "steps": done, "pairs": done * batch}
 
     def pairs(self, step: int, batch: int, layout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -281,11 +282,11 @@ class Trainer:
     def data_seconds(self, steps: int = 10) -> float:
         """Seconds per step that making the pairs takes alone (crops and degradations, on the
         device they share with the steps): the data's share of a step, measured apart."""
-        self._sync()
+        self.sync()
         started = time.perf_counter()
         for k in range(steps):
             self.pairs(self.state.step + k, self.setting.batch, torch.contiguous_format)
-        self._sync()
+        self.sync()
         return (time.perf_counter() - started) / steps
 
     def host_syncs(self) -> int | None:
@@ -431,11 +432,14 @@ def _peak_mb(device: torch.device) -> dict:
     return {"peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20}
 
 
-def train_window(params: Params, out: Path, state_dir: Path | None, deadline: float, workers: int):
+def train_window(
+    params: Params, out: Path, state_dir: Path | None, deadline: float, workers: int, trace=0
+):
     """Trains one window until `deadline` (time.time()) less base.window.finish_seconds; writes
     out/state.safetensors (the stable state), out/candidate (the cooled weights),
     out/compiled.safetensors (where it compiled) and out/steps.jsonl; returns the window's
-    record (phases, speeds, the tune table, the state)."""
+    record (phases, speeds, the tune table, the state, and where `trace` steps are asked for,
+    their profile: train/window_trace.py)."""
     window, phases = params.base.window, {}
     clock = time.perf_counter()
     trainer = Trainer(params, state_dir, workers)
@@ -447,6 +451,17 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         tune_table = trainer.tune()
         phases["tune"] = {"seconds": time.perf_counter() - clock}
         phases["compile"] = trainer.run("compile", steps=2)  # compiles here, if it compiles
+        clock, traced = time.perf_counter(), None
+        if trace:
+            try:
+                traced = trace_steps(trainer, trace)
+            except Exception as error:  # noqa: BLE001 - a failed trace must not cost the window
+                log.warning("base-window: the trace failed (%s)", str(error)[:200])
+                traced = {"error": str(error)[:300]}
+            phases["trace"] = {
+                "seconds": time.perf_counter() - clock,
+                "pairs": trace * trainer.setting.batch,
+            }
         data_s = trainer.data_seconds()
         syncs = trainer.host_syncs()
         train_left = deadline - window.finish_seconds - time.time()
@@ -483,6 +498,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         "precision_reason": trainer.precision.reason,
         "setting": asdict(trainer.setting),
         "tune": tune_table,
+        "trace": traced,
         "phases": phases,
         "flops_per_pair": flops,
         "data_seconds_per_step": data_s,
@@ -514,6 +530,7 @@ def summarise(record: dict) -> dict:
     step_seconds += phases["stable"]["seconds"] + phases["cooldown"]["seconds"]
     pairs = sum(row["pairs"] for row in tuned)
     pairs += sum(phases[name]["pairs"] for name in ("compile", "stable", "cooldown"))
+    pairs += phases.get("trace", {}).get("pairs", 0)
     rate = phases["stable"]["pairs_per_s"]
     step_time = record["setting"]["batch"] / max(rate, 1e-9)
     flops = rate * record["flops_per_pair"]
