@@ -136,7 +136,8 @@ def tiny_params() -> dict:
     # the base's streams draw these tiny charts too, not its wide ranges (figures up to 1024 px)
     params["base"]["chart_overrides"] = {}
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
-    params["tiles"]["size"] = 128  # the tests' uploads and charts are cut into tiles
+    # the tests' uploads and charts are cut into tiles, of a fixed size (auto would time them)
+    params["tiles"].update(size=128, tile=128)
     params["eval"]["ocr"]["max_images"] = 1  # labels read on 1 image a cell: less time
     # several step counts, so the sweep's table, plot and few-step comparison are exercised
     params["eval"]["sweep"]["steps"] = [1, 4, 8]

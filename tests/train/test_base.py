@@ -142,7 +142,7 @@ def test_the_shipped_base_restores_default_charts_and_keeps_their_labels_legible
     as evaluate pools it (about 590 characters a level): the tick labels Tesseract reads in the
     output have a character error rate no more than one point above the input's."""
     params = load_params(ROOT / "params.yaml")
-    restorer = Restorer(params, None, "cpu", base_dir=SHIPPED)
+    restorer = Restorer.from_params(params, None, "cpu", base_dir=SHIPPED)
     charts = [draw_chart(params.data.charts, index) for index in range(4)]
     sharp_psnr = [
         psnr(restorer.restore_image(sharp, params.eval.steps), sharp, params.eval.metric)

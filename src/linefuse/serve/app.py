@@ -79,7 +79,9 @@ class RestoreService:
         if name not in self.restorers:
             if name not in self.adapters():
                 raise HTTPException(422, f"unknown adapter {name!r}; GET /adapters lists them")
-            self.restorers[name] = Restorer(self.params, self.adapters_dir / name, self.device)
+            self.restorers[name] = Restorer.from_params(
+                self.params, self.adapters_dir / name, self.device
+            )
         return self.restorers[name]
 
     def health(self) -> dict:
