@@ -6,6 +6,7 @@ import copy
 import hashlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,14 @@ from linefuse.evaluate.ocr import missing
 needs_tesseract = pytest.mark.skipif(
     missing() is not None and not os.environ.get("LINEFUSE_REQUIRE_TESSERACT"),
     reason=f"{missing()}; `make test` installs it (LINEFUSE_REQUIRE_TESSERACT=1: fail instead)",
+)
+
+# Tests that drive a headless browser need Chromium, which `make test` installs (and then sets
+# LINEFUSE_REQUIRE_CHROMIUM, so that they fail rather than skip where it could not).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("LINEFUSE_REQUIRE_CHROMIUM"),
+    reason="no chromium on PATH; `make test` installs it (LINEFUSE_REQUIRE_CHROMIUM=1: fail)",
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from linefuse.data.charts import draw_chart
 from linefuse.params.full import load_params
 from linefuse.serve.app import STEP_DELAY_ENV
 
-from conftest import ROOT, tiny_params, write_params
+from conftest import CHROMIUM, ROOT, needs_chromium, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -256,10 +256,7 @@ def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server
     }
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
+@needs_chromium
 def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_path_factory):
     """GET / in headless Chromium (Playwright driving the system's browser): a default chart
     chosen, restored with the adapter and steps picked on the page, shown beside the input, with
