@@ -1,5 +1,6 @@
-"""Every `tests/...` path that the docs, the Makefile, params.yaml, the package or the benchmarks
-name exists, so a moved test file cannot leave a reader looking for it."""
+"""What the docs promise about themselves: every `tests/...` path that the docs, the Makefile,
+params.yaml, the package or the benchmarks name exists (a moved test file cannot leave a reader
+looking for it), and the README stays short."""
 
 from __future__ import annotations
 
@@ -42,3 +43,9 @@ def test_every_tests_path_a_doc_names_exists():
     ]
     assert len(_readers_files()) > 10
     assert not missing, "named but not there:\n" + "\n".join(missing)
+
+
+def test_the_readme_is_at_most_200_lines():
+    """A user's guide that fits two screens; the rest lives in docs/ (DESIGN: what a user reads)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, len(lines)

@@ -99,6 +99,67 @@ def _png(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def test_evaluate_restore_serve_and_the_pipeline_give_the_same_bytes(
+    server, trained_project, tmp_path
+):
+    """One transparent chart, wider than the suite's tiles (so tiled), through the four paths:
+    evaluate's restorer call (straightened once, then restore_images), `linefuse restore`, POST
+    /restore and the pipeline `dvc repro` saved in models/pipeline with the last adapter, loaded
+    with from_pretrained alone: the same restored pixels, and the same PNG bytes from restore
+    and serve."""
+    from scipy import ndimage
+
+    from linefuse.data.deskew import straighten
+    from linefuse.data.images import load_rgb
+    from linefuse.inference.pipeline import LineFusePipeline
+    from linefuse.inference.restorer import Restorer
+
+    from conftest import run_cli
+
+    chart = np.full((150, 200, 3), 255, np.uint8)
+    chart[50:53, :] = (200, 30, 30)
+    chart[:, 120:122] = 0
+    chart = np.clip(np.rint(ndimage.gaussian_filter(chart.astype(float), (1.2, 1.2, 0))), 0, 255)
+    rgba = Image.fromarray(chart.astype(np.uint8)).convert("RGBA")
+    alpha = np.full((150, 200), 255, np.uint8)
+    alpha[:, :20] = 0  # composited over white by every path
+    rgba.putalpha(Image.fromarray(alpha))
+    path = tmp_path / "chart.png"
+    rgba.save(path)
+
+    assert (
+        run_cli(
+            trained_project, "restore", str(path), "--steps", "1", "--out", str(tmp_path / "out")
+        )
+        == 0
+    )
+    by_restore = (tmp_path / "out/chart.png").read_bytes()
+    served = httpx.post(
+        f"{server}/restore",
+        params={"steps": 1},
+        timeout=120,
+        files={"file": ("chart.png", path.read_bytes(), "image/png")},
+    )
+    assert served.status_code == 200 and served.content == by_restore
+
+    pipe = LineFusePipeline.from_pretrained(trained_project / "models/pipeline")
+    pipe.load_adapter(trained_project / "models/lora/hard")
+    by_pipeline = np.asarray(pipe(Image.open(path), steps=1).images[0])
+    expected = np.asarray(Image.open(io.BytesIO(by_restore)))
+    assert np.array_equal(by_pipeline, expected) and not np.array_equal(expected, load_rgb(path))
+
+    params = load_params(trained_project / "params.yaml")
+    restorer = Restorer.from_params(
+        params,
+        trained_project / "models/lora/hard",
+        "cpu",
+        base_dir=trained_project / "models/base",
+    )
+    straight = straighten(load_rgb(path), params.eval.deskew)
+    by_evaluate = restorer.restore_images([straight], 1, params.eval.seed)[0]
+    assert np.array_equal(by_evaluate, expected)
+
+
 def test_http_service_restores_and_refuses_bad_requests(server):
     health = httpx.get(f"{server}/health").json()
     assert health["status"] == "ok" and health["default_adapter"] == "hard"
