@@ -210,7 +210,9 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     )
     app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
     if service.default_adapter in service.adapters():
-        service.restorer_for(service.default_adapter)
+        restorer = service.restorer_for(service.default_adapter)
+        if params.tiles.tile == "auto":  # timed now (or read from the cache), not in a request
+            restorer.tile_costs.measured()
     app.state.service = service
     app.middleware("http")(service.refuse_large_bodies)
     app.include_router(info_routes)
