@@ -101,7 +101,8 @@ class LineFusePipeline(DiffusionPipeline):
         """Merges a peft LoRA adapter folder (models/lora/LEVEL, PeftModel.save_pretrained's)
         into the UNet, as the restorer of `linefuse restore --adapter` does; load the pipeline
         again to restore without it."""
-        self.register_modules(unet=merge_adapter(self.unet.to("cpu"), adapter).to(self.device))
+        device = self.unet.device  # merged on the CPU, as Restorer.from_params merges
+        self.register_modules(unet=merge_adapter(self.unet.to("cpu"), adapter).to(device))
         self._restorer = None
 
     @torch.no_grad()
