@@ -111,7 +111,13 @@ def run_serve(size: int, steps: int, tile: str) -> dict:
         reply = client.post(f"/restore?steps={steps}", files={"file": ("c.png", png.getvalue())})
         seconds = time.perf_counter() - started
         reply.raise_for_status()
-    return {"size": size, "steps": steps, "tiles.tile": tile, "tile": chosen, "seconds": seconds}
+    return {
+        "size": size,
+        "steps": steps,
+        "tiles.tile": tile,
+        "tile": chosen,
+        "seconds": round(seconds, 2),
+    }
 
 
 def main() -> None:
@@ -132,37 +138,39 @@ def main() -> None:
         print(json.dumps(run_serve(1024, 4, args.serve)))
         return
     params = load_params(REPO / "params.yaml")
-    load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "LINEFUSE_CACHE": cache}
-
-        def child(*argv: str) -> dict:
-            done = subprocess.run(
-                [sys.executable, __file__, *argv], capture_output=True, text=True, env=env
-            )
-            if done.returncode:
-                raise SystemExit(done.stderr[-3000:])
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-            print(json.dumps(result), flush=True)
-            return result
-
-        cases = [
-            child("--case", str(size), str(steps)) for steps in args.steps for size in args.sizes
-        ]
-        serve = [child("--serve", tile) for tile in ("auto", str(params.tiles.size))]
     report = {
-        "machine": {
-            **machine_summary(),
-            "python": platform.python_version(),
-            "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
-        },
+        "machine": {**machine_summary(), "python": platform.python_version()},
         "model": params.model.unet,
         "tiles": params.tiles.model_dump(),
-        "cases": cases,
-        "serve_1024px_4_steps": serve,
+        "load_average": {"before": round(os.getloadavg()[0], 2)},
+        "cases": [],
+        "serve_1024px_4_steps": [],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    def child(env: dict, *argv: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, __file__, *argv], capture_output=True, text=True, env=env
+        )
+        if done.returncode:
+            raise SystemExit(done.stderr[-3000:])
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        print(json.dumps(result), flush=True)
+        return result
+
+    def write() -> None:  # after every case, so a stopped run leaves what it measured
+        report["load_average"]["after"] = round(os.getloadavg()[0], 2)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "LINEFUSE_CACHE": cache}
+        for tile in ("auto", str(params.tiles.size)):
+            report["serve_1024px_4_steps"].append(child(env, "--serve", tile))
+            write()
+        for steps in args.steps:
+            for size in args.sizes:
+                report["cases"].append(child(env, "--case", str(size), str(steps)))
+                write()
     print(f"wrote {args.out}")
 
 
