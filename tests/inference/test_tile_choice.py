@@ -83,3 +83,14 @@ def test_an_auto_tiled_image_is_the_fixed_size_run(cache):
     fixed = _restorer(tile=tile)
     assert np.array_equal(auto.restore_image(image, 1), fixed.restore_image(image, 1))
     assert auto.tile_count(140, 170) == len(boxes(140, 170, tile, 16)) > 1
+
+
+def test_the_same_architecture_loaded_from_elsewhere_shares_the_timings():
+    """restore loads models/base, the pipeline models/pipeline/unet: one cache entry for both,
+    so they choose alike; another architecture gets its own."""
+    here, there = _restorer(), _restorer()
+    there.unet.register_to_config(_name_or_path="models/pipeline/unet")
+    sizes = tile_choice.candidates(128, 16)
+    assert here.tile_costs._key(sizes) == there.tile_costs._key(sizes)
+    there.unet.register_to_config(layers_per_block=2)
+    assert here.tile_costs._key(sizes) != there.tile_costs._key(sizes)

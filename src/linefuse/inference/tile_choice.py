@@ -110,8 +110,8 @@ class TileCosts:
         """What the timings depend on: model architecture, device, threads, CPU, torch."""
         restorer = self.restorer
         facts = {
-            "unet": dict(restorer.unet.config),
-            "vae": dict(restorer.vae.config) if restorer.vae is not None else None,
+            "unet": _architecture(restorer.unet),
+            "vae": _architecture(restorer.vae) if restorer.vae is not None else None,
             "prompt": list(restorer.prompt.shape),
             "device": str(restorer.device),
             "threads": torch.get_num_threads(),
@@ -124,3 +124,10 @@ class TileCosts:
         }
         text = json.dumps(facts, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _architecture(model) -> dict:
+    """A diffusers model's config less the keys diffusers adds (`_name_or_path`: where it was
+    loaded from), so the same architecture shares timings wherever its weights live (models/base,
+    a saved pipeline's unet/)."""
+    return {key: value for key, value in model.config.items() if not key.startswith("_")}
