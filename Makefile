@@ -111,13 +111,14 @@ sweep: $(STAMP)
 	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|gain_db(_low|_high)?|domain_gain_db\..*)$$'
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
-# Tesseract is installed first, so the tests that read tick labels must run, not skip. The tests
+# Tesseract and Chromium are installed first, so the tests that read tick labels or drive the
+# browser must run, not skip. The tests
 # run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out one at a
 # time in conftest's order, the slowest first; the engines' builds are made once and shared
 # (tests/conftest.py). The slowest 20 tests and fixtures are listed at the end: where the
 # suite's 15 minutes go.
 PYTEST_WORKERS ?= auto
-PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
+PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
   --dist load --maxschedchunk 1 --durations=20
 test: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .

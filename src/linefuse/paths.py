@@ -24,6 +24,7 @@ MODELS_DIR = Path("models")
 BASE_DIR = MODELS_DIR / "base"
 LORA_DIR = MODELS_DIR / "lora"
 DOMAIN_ADAPTERS_DIR = MODELS_DIR / "domains"
+PIPELINE_DIR = MODELS_DIR / "pipeline"  # evaluate: the base as a LineFusePipeline (from_pretrained)
 
 # architectures built from scratch by name (model.unet: tiny): train/configs/<name>_unet.json
 UNET_CONFIGS_DIR = Path(__file__).resolve().parent / "train" / "configs"

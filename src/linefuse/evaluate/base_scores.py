@@ -78,7 +78,7 @@ def score_base(
     drawn (no deskew: the scores compare weights); cer is {level: {input, model, sharp}}, or
     None where Tesseract is missing or `read_labels` is off."""
     charts = charts if charts is not None else scoring_charts(params)
-    restorer = Restorer(params, None, device, base_dir=folder)
+    restorer = Restorer.from_params(params, None, device, base_dir=folder)
     read = read_labels and ocr.missing() is None
     cells: dict[str, dict[tuple[str, str], list[float]]] = {"test": {}, "held_out": {}}
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}

@@ -68,6 +68,7 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
         "is the base that LineFuse's curriculum adapts with LoRA on a user's data",
         f"(`model.unet: {base.name}`).",
         "",
+        *_use_lines(base.name),
         "## How it was made",
         "",
         f"- Command: `make base` (`linefuse base`), at commit `{commit()}`.",
@@ -147,6 +148,7 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
         "is the base that LineFuse's curriculum adapts with LoRA on a user's data",
         f"(`model.unet: {base.name}`).",
         "",
+        *_use_lines(base.name),
         "## How it was made",
         "",
         f"- Start: `{ledger['init']}` ({ledger['init_pairs']:,} pairs; {ledger['init_note']}).",
@@ -247,6 +249,27 @@ def _machine(params: Params) -> str:
 
         return torch.cuda.get_device_name()
     return f"a {os.cpu_count()}-core {cpu_model()}"
+
+
+def _use_lines(name: str) -> list[str]:
+    """How to restore with the base from Python: the pipeline `dvc repro` saves."""
+    return [
+        "## Use it",
+        "",
+        f"`dvc repro` with `model.unet: {name}` saves it, with the settings evaluate restored",
+        "with, as a diffusers pipeline in `models/pipeline` (model_index.json, unet/,",
+        "scheduler/), and the curriculum's LoRA adapter in `models/lora/LEVEL`:",
+        "",
+        "```python",
+        "from PIL import Image",
+        "from linefuse import LineFusePipeline",
+        "",
+        'pipe = LineFusePipeline.from_pretrained("models/pipeline")',
+        'pipe.load_adapter("models/lora/hard")  # without it: the base alone',
+        'pipe(Image.open("chart.png")).images[0].save("restored.png")',
+        "```",
+        "",
+    ]
 
 
 def _text_terms(params: Params) -> str:
