@@ -60,7 +60,7 @@ from linefuse.cli import main
 
 paths.ZOO_DIR = Path(sys.argv[1])
 for name, state, trace in (("first", "none", "0"), ("second", "first", "2")):
-    argv = ["base-window", "--minutes", "0.5", "--out", name, "--state", state, "--workers", "2"]
+    argv = ["base-window", "--minutes", "0.75", "--out", name, "--state", state, "--workers", "2"]
     argv += ["--trace", trace]
     if main(argv) != 0:
         sys.exit(f"the {name} window failed")
