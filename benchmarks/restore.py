@@ -66,6 +66,7 @@ def run_case(size: int, steps: int) -> dict:
         restorer = Restorer.from_params(params, None, "cpu")
         restorer.restore_image(blurred[:64, :64], 1)  # first-call allocations, untimed
         tile = restorer.tile_for(size, size)  # timed once per machine (cached), untimed here
+        batch = restorer.tile_batch(tile) if tile else 1  # likewise
         started = time.perf_counter()
         restorer.restore_image(blurred, steps)
         seconds = time.perf_counter() - started
@@ -78,7 +79,9 @@ def run_case(size: int, steps: int) -> dict:
         "peak_rss_mb": round(peak_mb),
         "tile": tile or "whole",
         "tiles": restorer.tile_count(size, size),
+        "tile_batch": batch,
         "tile_seconds_per_step": restorer.tile_costs.seconds,
+        "batched_tile_seconds_per_step": restorer.tile_costs.batched,
     }
 
 
@@ -106,7 +109,9 @@ def run_serve(size: int, steps: int, tile: str) -> dict:
         client = TestClient(create_app(params, paths.LORA_DIR, "cpu"))
         client.post("/restore?steps=1", files={"file": ("w.png", small.getvalue())})
         service = client.app.state.service
-        chosen = service.restorers[params.train.order()[-1]].tile_for(size, size)
+        restorer = service.restorers[params.train.order()[-1]]
+        chosen = restorer.tile_for(size, size)
+        batch = restorer.tile_batch(chosen)
         started = time.perf_counter()
         reply = client.post(f"/restore?steps={steps}", files={"file": ("c.png", png.getvalue())})
         seconds = time.perf_counter() - started
@@ -116,6 +121,7 @@ def run_serve(size: int, steps: int, tile: str) -> dict:
         "steps": steps,
         "tiles.tile": tile,
         "tile": chosen,
+        "tile_batch": batch,
         "seconds": round(seconds, 2),
     }
 

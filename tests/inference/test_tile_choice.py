@@ -44,9 +44,9 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_candidates_run_from_four_overlaps_to_the_whole_size():
-    assert tile_choice.candidates(384, 32) == [128, 192, 256, 320, 384]
-    assert tile_choice.candidates(300, 32) == [128, 192, 256, 300]
-    assert tile_choice.candidates(192, 0) == [64, 128, 192]
+    assert tile_choice.candidates(384, 32) == [128, 160, 192, 224, 256, 288, 320, 352, 384]
+    assert tile_choice.candidates(300, 32) == [128, 160, 192, 224, 256, 288, 300]
+    assert tile_choice.candidates(96, 0) == [32, 64, 96]
 
 
 def test_the_cheapest_estimate_is_chosen_timed_once_and_cached(cache, monkeypatch, caplog):
@@ -54,9 +54,9 @@ def test_the_cheapest_estimate_is_chosen_timed_once_and_cached(cache, monkeypatc
     assert restorer.tile_for(128, 100) is None and not cache.exists()  # fits: whole, untimed
     with caplog.at_level("INFO", logger="linefuse"):
         tile = restorer.tile_for(150, 200)
-    (key, seconds), *_ = json.loads(cache.read_text()).items()
-    seconds = {int(size): s for size, s in seconds.items()}
-    assert sorted(seconds) == [64, 128] and all(s > 0 for s in seconds.values())
+    (key, entry), *_ = json.loads(cache.read_text()).items()
+    seconds = {int(size): s for size, s in entry["1"].items()}
+    assert sorted(seconds) == [64, 96, 128] and all(s > 0 for s in seconds.values())
     cost = {size: len(boxes(150, 200, size, 16)) * s for size, s in seconds.items()}
     assert tile == min(cost, key=cost.get)
     assert any(
@@ -64,16 +64,38 @@ def test_the_cheapest_estimate_is_chosen_timed_once_and_cached(cache, monkeypatc
         for r in caplog.records
     )
 
-    def untimed(self, size):
+    def untimed(self, size, batch):
         raise AssertionError("timed again")
 
     monkeypatch.setattr(tile_choice.TileCosts, "_time", untimed)
     assert _restorer().tile_for(150, 200) == tile  # another process reads the cache
     for cheap in (64, 128):  # what the cache says decides
         fake = {str(size): (0.001 if size == cheap else 10.0) for size in seconds}
-        cache.write_text(json.dumps({key: fake}))
+        cache.write_text(json.dumps({key: {"1": fake}}))
         assert _restorer().tile_for(150, 200) == cheap
     assert _restorer(tile=96).tile_for(150, 200) == 96  # a fixed size is taken as it is
+
+
+def test_tiles_run_in_batches_only_where_a_batch_was_measured_cheaper(cache, monkeypatch):
+    """The chosen size is timed in batches of tiles.batch_size once, cached beside the single
+    timings; the batch follows the cheaper of the two, and a fixed tile keeps tiles.batch_size."""
+    restorer = _restorer()
+    tile = restorer.tile_for(150, 200)
+    batch = restorer.tile_batch(tile)
+    (key, entry), *_ = json.loads(cache.read_text()).items()
+    batched, single = entry["batched"][str(tile)], entry["1"][str(tile)]
+    assert batched > 0 and batch == (4 if batched < single else 1)
+
+    def untimed(self, size, batch):
+        raise AssertionError("timed again")
+
+    monkeypatch.setattr(tile_choice.TileCosts, "_time", untimed)
+    for per_tile, expected in ((single / 2, 4), (single * 2, 1)):
+        entry["batched"][str(tile)] = per_tile
+        cache.write_text(json.dumps({key: entry}))
+        assert _restorer().tile_batch(tile) == expected
+    assert _restorer(tile=96, tile_batch=3).tile_batch(96) == 3
+    assert _restorer(tile_batch=1).tile_batch(tile) == 1
 
 
 def test_an_auto_tiled_image_is_the_fixed_size_run(cache):

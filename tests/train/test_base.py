@@ -108,16 +108,19 @@ def test_linefuse_base_trains_on_the_bank_with_the_text_terms_and_writes_a_carde
         assert fact in card, fact
     scores = json.loads((folder / "scores.json").read_text())
     assert scores["test"]["samples"] + scores["held_out"].get("samples", 0) == 2 * 15
-    # with Tesseract (make test requires it) every level's labels are read, and the sharp chart
-    # reads no worse than its degraded copies; without it the rates are null, never zeros
+    # with Tesseract (make test requires it) every level's labels are read, and each level pools
+    # the same sharp charts, so all levels carry one sharp rate; without it the rates are null,
+    # never zeros. Which of sharp and input reads better is noise on 2 small charts: the test of
+    # the shipped base asserts it on full-size charts.
     read = ocr.missing() is None or bool(os.environ.get("LINEFUSE_REQUIRE_TESSERACT"))
     assert scores["test"]["cer"] is None if not read else scores["test"]["cer"]
     for split in ("test", "held_out"):
         cer = scores[split].get("cer")
         if scores[split] and read:
             assert sorted(cer) == sorted(params["degrade"]["levels"]), (split, cer)
+            assert len({rates["sharp"] for rates in cer.values()}) == 1, cer
         for rates in (cer or {}).values():
-            assert 0 <= rates["sharp"] <= rates["input"] + 0.02, rates
+            assert all(0 <= rate < 2 for rate in rates.values()), rates
     steps = [json.loads(line) for line in (tmp_path / "logs/base/steps.jsonl").open()]
     assert steps and all(record["ctc"] > 0 for record in steps)
     metrics = json.loads((tmp_path / "metrics/train/base.json").read_text())

@@ -16,6 +16,7 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 
 from linefuse import paths
+from linefuse.evaluate import base_window
 from linefuse.evaluate.base_window import paired, verdict
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.params.full import Params
@@ -229,6 +230,10 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     (windows / "ledger.json").write_text(json.dumps(ledger))
     monkeypatch.setattr(paths, "ZOO_DIR", zoo)
     monkeypatch.setattr(paths, "BASE_WINDOWS_DIR", windows)
+    # the drawn-unlike set at a tenth of its pixels: its look (thick lines, big fonts) is kept,
+    # and at 230-300 dpi its 15 images a model would be most of the suite's scoring
+    drawn_at_80_dpi = {**base_window.DRAWN_UNLIKE, "dpi": [80, 80]}
+    monkeypatch.setattr(base_window, "DRAWN_UNLIKE", drawn_at_80_dpi)
     before = (zoo / SHIPPED.name / "diffusion_pytorch_model.safetensors").read_bytes()
     assert run_cli(two_windows, "base-land", "first") == 0
     record = json.loads((two_windows / "first/record.json").read_text())

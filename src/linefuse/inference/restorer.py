@@ -198,9 +198,15 @@ class Restorer:
             return self.restore(batch, steps, seed, should_stop)
 
         settings = self.settings
-        return restore_tiled(
-            image, restore_batch, tile, settings.overlap, settings.tile_batch, progress
-        )
+        batch = self.tile_batch(tile)
+        return restore_tiled(image, restore_batch, tile, settings.overlap, batch, progress)
+
+    def tile_batch(self, tile: int) -> int:
+        """How many `tile` px tiles run at once: tiles.batch_size, or with tiles.tile auto that
+        or 1, whichever was measured cheaper per tile."""
+        if self.settings.tile != "auto":
+            return self.settings.tile_batch
+        return self.tile_costs.batch_for(tile)
 
     def tile_for(self, height: int, width: int) -> int | None:
         """The tile size an image of this size is restored in; None: it runs whole."""

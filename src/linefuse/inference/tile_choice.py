@@ -1,13 +1,15 @@
-"""tiles.tile `auto`: the tile size that restores an image cheapest on this machine.
+"""tiles.tile `auto`: the tile size, and the batch, that restore an image cheapest on this machine.
 
 A tile's cost grows faster than its pixels (the UNet's self-attention grows with the square of
 its positions) while smaller tiles spend more of their pixels on the overlap, so which size is
-cheapest depends on the model, the device and the image. Each candidate (every 64 px from
-4 x overlap up to tiles.size) is timed once, one tile through one sampler step, and the seconds
-are cached per machine and model (LINEFUSE_CACHE, else ~/.cache/linefuse), so every process on
-the machine, evaluate, restore, serve and LineFusePipeline alike, makes the same choice for the
-same image and gives the same bytes. An image then takes the candidate whose tile count times
-its seconds is least; the choice is logged with the timings.
+cheapest depends on the model, the device and the image. Each candidate (every 32 px from
+4 x overlap up to tiles.size) is timed once, one tile through one sampler step; an image then
+takes the candidate whose tile count times its seconds is least. Batching tiles pays on a GPU and
+can cost on a CPU, where a batch of large tiles outgrows the caches: the chosen size is timed
+once more in batches of tiles.batch_size, and runs in them only where that is cheaper per tile.
+The seconds are cached per machine and model (LINEFUSE_CACHE, else ~/.cache/linefuse), so every
+process on the machine, evaluate, restore, serve and LineFusePipeline alike, makes the same
+choice for the same image and gives the same bytes; the choice is logged with the timings.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("linefuse")
 
-CANDIDATE_STEP = 64  # px between the candidate tile sizes
+CANDIDATE_STEP = 32  # px between the candidate tile sizes
 
 
 def cache_file() -> Path:
@@ -49,11 +51,13 @@ def candidates(largest: int, overlap: int) -> list[int]:
 
 
 class TileCosts:
-    """Seconds per tile of each candidate size for one restorer, timed on first use."""
+    """Seconds per tile for one restorer: of each candidate size one tile at a time, and of a
+    chosen size in batches of tiles.batch_size; timed on first use, cached."""
 
     def __init__(self, restorer: Restorer):
         self.restorer = restorer
-        self.seconds: dict[int, float] | None = None
+        self.seconds: dict[int, float] | None = None  # one tile at a time, by size
+        self.batched: dict[int, float] = {}  # per tile in batches of tiles.batch_size, by size
 
     def cheapest(self, height: int, width: int) -> int:
         """The candidate with the least estimated time for an image of this size."""
@@ -73,37 +77,71 @@ class TileCosts:
         )
         return tile
 
+    def batch_for(self, tile: int) -> int:
+        """tiles.batch_size where a batch of that many `tile` px tiles costs less per tile than
+        one tile at a time, else 1."""
+        largest = self.restorer.settings.tile_batch
+        if largest == 1:
+            return 1
+        single = self.measured()[tile]
+        if tile not in self.batched:
+            self.batched[tile] = self._time(tile, largest)
+            self._store()
+            log.info(
+                "tiles.tile auto: %d px tiles %.0f ms each one at a time, %.0f ms each in "
+                "batches of %d (timed now, cached in %s)",
+                tile,
+                single * 1e3,
+                self.batched[tile] * 1e3,
+                largest,
+                cache_file(),
+            )
+        return largest if self.batched[tile] < single else 1
+
     def measured(self) -> dict[int, float]:
+        """The candidates' seconds, one tile at a time: from the cache, else timed now."""
         if self.seconds is not None:
             return self.seconds
-        settings = self.restorer.settings
-        sizes = candidates(settings.whole, settings.overlap)
-        key = self._key(sizes)
         path = cache_file()
-        stored = json.loads(path.read_text()) if path.is_file() else {}
-        if key in stored:
-            self.seconds = {int(size): s for size, s in stored[key].items()}
+        entry = self._stored().get(self._key(self._sizes()))
+        if entry is not None:
+            self.seconds = {int(size): s for size, s in entry["1"].items()}
+            self.batched = {int(size): s for size, s in entry.get("batched", {}).items()}
             source = f"cached in {path}"
         else:
-            self.seconds = {size: self._time(size) for size in sizes}
-            stored[key] = self.seconds
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            partial.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-            partial.replace(path)
+            self.seconds = {size: self._time(size, 1) for size in self._sizes()}
+            self._store()
             source = f"timed now, cached in {path}"
         table = ", ".join(f"{size} px {s * 1e3:.0f} ms" for size, s in self.seconds.items())
         log.info("tiles.tile auto: seconds per tile and step (%s): %s", source, table)
         return self.seconds
 
-    def _time(self, size: int) -> float:
-        """One tile of `size` px through one sampler step, the faster of two runs."""
-        tile = np.full((1, size, size, 3), 255, np.uint8)
+    def _sizes(self) -> list[int]:
+        return candidates(self.restorer.settings.whole, self.restorer.settings.overlap)
+
+    def _stored(self) -> dict:
+        path = cache_file()
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def _store(self) -> None:
+        """This restorer's entry into the cache file, written whole and renamed into place."""
+        stored = self._stored()
+        stored[self._key(self._sizes())] = {"1": self.seconds, "batched": self.batched}
+        path = cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        partial.replace(path)
+
+    def _time(self, size: int, batch: int) -> float:
+        """Seconds per tile of `size` px, `batch` at a time, through one sampler step: the
+        faster of two runs."""
+        tiles = np.full((batch, size, size, 3), 255, np.uint8)
         runs = []
         for _ in range(2):
             started = time.perf_counter()
-            self.restorer.restore(tile, 1)
-            runs.append(time.perf_counter() - started)
+            self.restorer.restore(tiles, 1)
+            runs.append((time.perf_counter() - started) / batch)
         return min(runs)
 
     def _key(self, sizes: list[int]) -> str:
@@ -121,6 +159,7 @@ class TileCosts:
             "torch": torch.__version__,
             "sizes": sizes,
             "overlap": restorer.settings.overlap,
+            "batch": restorer.settings.tile_batch,
         }
         text = json.dumps(facts, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
