@@ -42,13 +42,18 @@ base: bank
 	$(BIN)/linefuse base
 
 # `make base-window MINUTES=8 OUT=DIR`: one window of the base's training on a lent GPU
-# (linefuse base-window, docs/model_zoo.md): resumes workflow/base_windows, trains for MINUTES
-# of wall clock counted from this target's start, scores, and writes the weights it offers, the
-# new state and its record to OUT. With wheels in .whl/ (make wheels) it runs on the machine's
-# own python3 (a GPU image's, with torch), adding only those; else on the project's venv.
+# (linefuse base-window, docs/model_zoo.md): resumes the stable state in STATE (the last landed
+# window's, or the OUT of a window just run on the same machine), trains for MINUTES of wall
+# clock counted from this target's start, and writes the weights it offers, the new state, the
+# compiled kernels and its record to OUT; `linefuse base-land OUT` scores them back here. With
+# wheels in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with
+# torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps
+# and times a twice-as-wide UNet's step, into the record (train/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
+STATE ?= workflow/base_windows
+TRACE ?= 0
 WINDOW_SITE ?= /tmp/linefuse-site
 base-window:
 	@started=$$(date +%s.%N); \
@@ -57,7 +62,7 @@ base-window:
 	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
 	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
 	else $(MAKE) -s install || exit 1; run=$(BIN)/python; fi; \
-	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) \
+	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) --state $(STATE) --trace $(TRACE) \
 	  --out $(OUT) --started-at $$started
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
@@ -106,13 +111,14 @@ sweep: $(STAMP)
 	  --keep '^(Experiment|train\.lora\.rank|train\.ordered|gain_db(_low|_high)?|domain_gain_db\..*)$$'
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
-# Tesseract is installed first, so the tests that read tick labels must run, not skip. The tests
+# Tesseract and Chromium are installed first, so the tests that read tick labels or drive the
+# browser must run, not skip. The tests
 # run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out one at a
 # time in conftest's order, the slowest first; the engines' builds are made once and shared
 # (tests/conftest.py). The slowest 20 tests and fixtures are listed at the end: where the
 # suite's 15 minutes go.
 PYTEST_WORKERS ?= auto
-PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
+PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
   --dist load --maxschedchunk 1 --durations=20
 test: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .

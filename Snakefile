@@ -24,6 +24,7 @@ rule all:
         expand("data/embeddings/{level}", level=LEVELS),
         expand("metrics/embed/{level}.json", level=LEVELS),
         "reports/eval_detail.json",
+        "models/pipeline",
         "reports/samples.png",
         "models/base",
         "logs/pretrain",
@@ -40,6 +41,7 @@ rule all:
 rule generate:
     """render the synthetic charts, the default data"""
     input:
+        "src/linefuse/__init__.py",
         "src/linefuse/data/chart_style.py",
         "src/linefuse/data/charts.py",
         "src/linefuse/data/plotnine_charts.py",
@@ -68,6 +70,7 @@ rule index:
     """list and split the images of data.source_dir"""
     input:
         param_input("data.source_dir"),
+        "src/linefuse/__init__.py",
         "src/linefuse/data/images.py",
         "src/linefuse/data/index.py",
         "src/linefuse/params/__init__.py",
@@ -102,6 +105,7 @@ rule shard:
     """degrade every indexed image into LMDB and WebDataset shards of one level"""
     input:
         "data/index/images.parquet",
+        "src/linefuse/__init__.py",
         "src/linefuse/data/degrade.py",
         "src/linefuse/data/deskew.py",
         "src/linefuse/data/images.py",
@@ -147,6 +151,7 @@ rule embed:
     input:
         "data/shards/{level}",
         "data/index/images.parquet",
+        "src/linefuse/__init__.py",
         "src/linefuse/data/layout.py",
         "src/linefuse/data/readers.py",
         "src/linefuse/data/transforms.py",
@@ -182,7 +187,7 @@ rule embed:
 
 
 rule evaluate:
-    """score the last curriculum adapter (and any per-domain ones) on test and held out"""
+    """score the last curriculum adapter (and any per-domain ones) on test and held out; save the base as a LineFusePipeline"""
     input:
         expand("data/shards/{level}", level=LEVELS),
         "data/index/images.parquet",
@@ -190,6 +195,7 @@ rule evaluate:
         "models/base",
         expand("models/lora/{level}", level=CURRICULUM),
         "models/domains",
+        "src/linefuse/__init__.py",
         "src/linefuse/data/degrade.py",
         "src/linefuse/data/deskew.py",
         "src/linefuse/data/images.py",
@@ -210,8 +216,10 @@ rule evaluate:
         "src/linefuse/hardware.py",
         "src/linefuse/inference/__init__.py",
         "src/linefuse/inference/model.py",
+        "src/linefuse/inference/pipeline.py",
         "src/linefuse/inference/restorer.py",
         "src/linefuse/inference/sampler.py",
+        "src/linefuse/inference/tile_choice.py",
         "src/linefuse/inference/tiles.py",
         "src/linefuse/params/__init__.py",
         "src/linefuse/params/compute.py",
@@ -225,6 +233,7 @@ rule evaluate:
         "src/linefuse/stages/evaluate.py",
     output:
         "reports/eval_detail.json",
+        directory("models/pipeline"),
         "reports/samples.png",
         "metrics/eval.json",
         "plots/psnr_by_domain_level.csv",
@@ -255,6 +264,7 @@ rule pretrain:
     """train the base UNet on every level, or copy the pretrained one model.unet names"""
     input:
         expand("data/embeddings/{level}", level=LEVELS),
+        "src/linefuse/__init__.py",
         "src/linefuse/data/degrade_torch.py",
         "src/linefuse/data/jpeg.py",
         "src/linefuse/data/labels.py",
@@ -320,6 +330,7 @@ rule train:
         expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
         param_input("train.curriculum.{level}.init"),
+        "src/linefuse/__init__.py",
         "src/linefuse/data/degrade_torch.py",
         "src/linefuse/data/jpeg.py",
         "src/linefuse/data/labels.py",
@@ -387,6 +398,7 @@ rule train_domains:
     input:
         expand("data/embeddings/{level}", level=LEVELS),
         "models/base",
+        "src/linefuse/__init__.py",
         "src/linefuse/data/degrade_torch.py",
         "src/linefuse/data/jpeg.py",
         "src/linefuse/data/labels.py",
@@ -456,6 +468,7 @@ rule report:
         "plots/psnr_by_domain_level.csv",
         "plots/psnr_vs_steps.csv",
         "reports/samples.png",
+        "src/linefuse/__init__.py",
         "src/linefuse/params/__init__.py",
         "src/linefuse/params/data.py",
         "src/linefuse/params/degrade.py",

@@ -206,14 +206,16 @@ def main_benchmark() -> None:
             with chdir(project):
                 typed = load_params(paths.PARAMS)
                 pairs = test_pairs(typed.degrade.levels)
-                base = cell_psnr(restored(Restorer(typed, None), pairs, typed), pairs, typed)
+                base = cell_psnr(
+                    restored(Restorer.from_params(typed, None), pairs, typed), pairs, typed
+                )
                 blurred = cell_psnr(None, pairs, typed)
             entry["test_images"] = sum(len(v) for v in base.values())
             for point in todo:
                 seconds = train_point(project, json.loads(json.dumps(params)), point)
                 with chdir(project):
                     typed = load_params(paths.PARAMS)
-                    adapter = Restorer(typed, paths.adapter(typed.train.order()[-1]))
+                    adapter = Restorer.from_params(typed, paths.adapter(typed.train.order()[-1]))
                     adapted = cell_psnr(restored(adapter, pairs, typed), pairs, typed)
                 found = scores(base, adapted, blurred, typed.eval.interval)
                 points.append(point | {"train_seconds": round(seconds, 1)} | found)

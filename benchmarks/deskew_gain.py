@@ -48,7 +48,7 @@ def _oracle(image: np.ndarray, meta: dict) -> np.ndarray:
 
 def main() -> None:
     params = load_params(REPO / "params.yaml")
-    restorer = Restorer(
+    restorer = Restorer.from_params(
         params, paths.adapter(params.train.order()[-1]), choose_device(params.compute.device).value
     )
     steps, seed, batch, metric = (

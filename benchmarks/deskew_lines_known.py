@@ -90,7 +90,7 @@ def _lines_known(scan: np.ndarray, sharp: np.ndarray, drawn: dict) -> deskew.Ske
 
 def main() -> None:
     params = load_params(REPO / "params.yaml")
-    restorer = Restorer(
+    restorer = Restorer.from_params(
         params, paths.adapter(params.train.order()[-1]), choose_device(params.compute.device).value
     )
     report = {"cpu": cpu_model(), "steps": params.eval.steps, "cells": {}}

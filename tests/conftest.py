@@ -6,6 +6,7 @@ import copy
 import hashlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,14 @@ from linefuse.evaluate.ocr import missing
 needs_tesseract = pytest.mark.skipif(
     missing() is not None and not os.environ.get("LINEFUSE_REQUIRE_TESSERACT"),
     reason=f"{missing()}; `make test` installs it (LINEFUSE_REQUIRE_TESSERACT=1: fail instead)",
+)
+
+# Tests that drive a headless browser need Chromium, which `make test` installs (and then sets
+# LINEFUSE_REQUIRE_CHROMIUM, so that they fail rather than skip where it could not).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("LINEFUSE_REQUIRE_CHROMIUM"),
+    reason="no chromium on PATH; `make test` installs it (LINEFUSE_REQUIRE_CHROMIUM=1: fail)",
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +145,8 @@ def tiny_params() -> dict:
     # the base's streams draw these tiny charts too, not its wide ranges (figures up to 1024 px)
     params["base"]["chart_overrides"] = {}
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
-    params["tiles"]["size"] = 128  # the tests' uploads and charts are cut into tiles
+    # the tests' uploads and charts are cut into tiles, of a fixed size (auto would time them)
+    params["tiles"].update(size=128, tile=128)
     params["eval"]["ocr"]["max_images"] = 1  # labels read on 1 image a cell: less time
     # several step counts, so the sweep's table, plot and few-step comparison are exercised
     params["eval"]["sweep"]["steps"] = [1, 4, 8]

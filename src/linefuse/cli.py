@@ -50,19 +50,13 @@ def run_base(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_base_window(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.evaluate.base_window import score_window
     from linefuse.train.window import summarise, train_window
 
     started = args.started_at or time.time()
     out, state = Path(args.out), Path(args.state)
     with stage("base-window") as written:
-        record = train_window(params, out, state, started + 60 * args.minutes, args.workers)
-        write_json(out / "record.json", record)  # the training's record, before scoring
-        clock = time.perf_counter()
-        record["scores"] = score_window(
-            params, out / paths.WINDOW_CANDIDATE_DIR, record["device"], args.workers
-        )
-        record["phases"]["score"] = {"seconds": time.perf_counter() - clock}
+        deadline = started + 60 * args.minutes
+        record = train_window(params, out, state, deadline, args.workers, args.trace)
         record["wall_seconds"] = time.time() - started
         record["minutes"], record["state_from"] = args.minutes, str(state)
         record["summary"] = summarise(record)
@@ -70,11 +64,12 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
         written.append(out)
     summary = record["summary"]
     logging.getLogger("linefuse").info(
-        "base-window: %.0f pairs/s, %.0f%% of %.0f s in steps; ships: %s",
+        "base-window: %.0f pairs/s, %.0f%% of %.0f s in steps; score it here with "
+        "`linefuse base-land %s`",
         summary["pairs_per_s"],
         100 * summary["step_share"],
         record["wall_seconds"],
-        record["scores"]["verdict"]["ships"],
+        out,
     )
 
 
@@ -82,7 +77,7 @@ def run_base_land(params: Params, args: argparse.Namespace) -> None:
     from linefuse.evaluate.base_window import land_window
 
     with stage("base-land") as written:
-        written += land_window(params, Path(args.window), args.workers, not args.no_score)
+        written += land_window(params, Path(args.window), args.workers)
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
@@ -194,6 +189,14 @@ def _add_base_window(commands) -> None:
         help="the last window's stable state (default: %(default)s)",
     )
     window.add_argument(
+        "--trace",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="profile this many training steps and time a twice-as-wide UNet's step, into the "
+        "record (default: none)",
+    )
+    window.add_argument(
         "--started-at",
         type=float,
         default=None,
@@ -211,11 +214,6 @@ def _add_base_land(commands) -> None:
         workers=True,
     )
     land.add_argument("window", help="the folder make base-window wrote (its OUT)")
-    land.add_argument(
-        "--no-score",
-        action="store_true",
-        help="only the scores the window made: a part it lacks keeps the shipped base",
-    )
 
 
 def _add_training_commands(commands) -> None:

@@ -24,6 +24,7 @@ MODELS_DIR = Path("models")
 BASE_DIR = MODELS_DIR / "base"
 LORA_DIR = MODELS_DIR / "lora"
 DOMAIN_ADAPTERS_DIR = MODELS_DIR / "domains"
+PIPELINE_DIR = MODELS_DIR / "pipeline"  # evaluate: the base as a LineFusePipeline (from_pretrained)
 
 # architectures built from scratch by name (model.unet: tiny): train/configs/<name>_unet.json
 UNET_CONFIGS_DIR = Path(__file__).resolve().parent / "train" / "configs"
@@ -67,10 +68,12 @@ STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can
 BANK_ROOT = Path(".linefuse/bank")
 # the base's GPU windows: the last stable state and the ledger, committed (train/window.py)
 BASE_WINDOWS_DIR = Path("workflow/base_windows")
-# inside a base window's folder (its OUT, and BASE_WINDOWS_DIR): the resumable stable state and
-# the weights it offers to ship
+# inside a base window's folder (its OUT, and BASE_WINDOWS_DIR): the resumable stable state, the
+# weights it offers to ship (in BASE_WINDOWS_DIR: the last offer that did not ship) and
+# torch.compile's kernels per device kind, so the next window on that kind does not compile
 WINDOW_STATE_FILE = "state.safetensors"
 WINDOW_CANDIDATE_DIR = "candidate"
+WINDOW_COMPILED_FILE = "compiled.safetensors"
 
 
 def bank(fingerprint: str) -> Path:

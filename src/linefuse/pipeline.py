@@ -170,7 +170,8 @@ STAGES = (
     Stage(
         "evaluate",
         "evaluate",
-        "score the last curriculum adapter (and any per-domain ones) on test and held out",
+        "score the last curriculum adapter (and any per-domain ones) on test and held out; "
+        "save the base as a LineFusePipeline",
         inputs=(
             EachLevel(paths.SHARDS_DIR),
             paths.IMAGES_PARQUET,
@@ -191,7 +192,7 @@ STAGES = (
             "train.curriculum",
             "optim.start_fraction",  # restoring in more steps than it trained for is warned of
         ),
-        outs=(paths.EVAL_DETAIL,),
+        outs=(paths.EVAL_DETAIL, paths.PIPELINE_DIR),
         logs=(paths.SAMPLES_PNG,),
         metrics=(paths.EVAL_JSON,),
         plots=(
@@ -274,7 +275,10 @@ def _module_file(module: str) -> Path | None:
 
 def _walk(node: ast.AST):
     """ast.walk, less the body of an `if TYPE_CHECKING:` (imports for type hints only, which
-    never run)."""
+    never run) and of a module's `__getattr__` (PEP 562: it runs only when code asks the module
+    for a name it lacks, as `from linefuse import LineFusePipeline` does and no stage does)."""
+    if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+        return
     test = node.test if isinstance(node, ast.If) else None
     if isinstance(test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in (
         getattr(test, "id", None),

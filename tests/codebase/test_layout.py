@@ -35,7 +35,11 @@ SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "sta
 
 
 def _layer(module: str) -> str:
-    """linefuse.train.run -> train; linefuse.params -> core; linefuse.cli, .pipeline -> cli."""
+    """linefuse.train.run -> train; linefuse.params -> core; linefuse.cli, .pipeline -> cli; the
+    package itself (its __init__: the public names, `from linefuse import LineFusePipeline`,
+    loaded only when asked for) -> cli."""
+    if module == "linefuse":
+        return "cli"
     part = module.split(".")[1] if "." in module else ""
     if part in SUBPACKAGES or part == "cli":
         return part

@@ -557,7 +557,7 @@ def test_restore_needs_only_models_and_the_null_prompt_saved_with_them(trained_p
 
     (bare / "models/base/null_prompt.safetensors").unlink()
     with chdir(bare), pytest.raises(UserError, match=r"null_prompt\.safetensors is missing"):
-        Restorer(load_params("params.yaml"), None, "cpu")
+        Restorer.from_params(load_params("params.yaml"), None, "cpu")
 
 
 def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, tmp_path):

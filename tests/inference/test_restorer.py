@@ -32,7 +32,7 @@ def test_shrink_leaves_a_sharp_chart_and_restores_a_blurred_one(trained_project)
         params = load_params("params.yaml")
         whole = params.tiles.model_copy(update={"size": 256})  # no tile blends clamped pixels
         restorers = {
-            grey: Restorer(
+            grey: Restorer.from_params(
                 params.model_copy(
                     update={"eval": params.eval.model_copy(update={"shrink": grey}), "tiles": whole}
                 ),
@@ -69,7 +69,7 @@ def test_more_steps_than_the_model_was_trained_for_are_warned_once(trained_proje
     with chdir(trained_project):
         params = load_params("params.yaml")
         assert params.optim.start_fraction == 1
-        restorer = Restorer(params, "models/lora/hard", "cpu")
+        restorer = Restorer.from_params(params, "models/lora/hard", "cpu")
     chart = draw_chart(params.data.charts, 0, size_px=(64, 64))[0]
     with caplog.at_level("WARNING", logger="linefuse"):
         restorer.restore_image(chart, 1)
@@ -86,7 +86,9 @@ def test_restore_image_straightens_a_turned_chart_first():
     degrees (default chart 6, two spines) is restored as its straightened self (`auto`); `never`
     restores it as drawn."""
     params = parse_params(tiny_params())
-    restorer = Restorer(params, None, "cpu", base_dir=ROOT / "src/linefuse/zoo/chart-base")
+    restorer = Restorer.from_params(
+        params, None, "cpu", base_dir=ROOT / "src/linefuse/zoo/chart-base"
+    )
     sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 6)
     turned = ndimage.rotate(sharp, 3.0, reshape=False, order=1, mode="nearest")
     straight = straighten(turned, "always")

@@ -80,17 +80,19 @@ def _restorers(project, size: int, overlap: int):
     """The last adapter run whole, and tiled at size/overlap."""
     with chdir(project):
         params = load_params("params.yaml")
-        tiles = params.tiles.model_copy(update={"size": size, "overlap": overlap})
-        whole = Restorer(params, "models/lora/hard", "cpu")
-        tiled = Restorer(params.model_copy(update={"tiles": tiles}), "models/lora/hard", "cpu")
+        tiles = params.tiles.model_copy(update={"size": size, "tile": size, "overlap": overlap})
+        whole = Restorer.from_params(params, "models/lora/hard", "cpu")
+        tiled = Restorer.from_params(
+            params.model_copy(update={"tiles": tiles}), "models/lora/hard", "cpu"
+        )
     return params, whole, tiled
 
 
 def test_tiled_and_whole_agree_within_a_tenth_of_a_db(trained_project):
-    """192 x 144 charts, small enough to run whole, cut by params.yaml's tiles (128, overlap 32)
+    """192 x 144 charts, small enough to run whole, cut by the suite's tiles (128, overlap 32)
     into four: PSNR against the sharp chart within 0.1 dB of the whole run's."""
     params, whole, tiled = _restorers(trained_project, 128, 32)
-    assert params.tiles.size == 128 and params.tiles.overlap == 32  # what params.yaml ships
+    assert params.tiles.size == 128 and params.tiles.overlap == 32  # conftest's tiny_params
     for blurred, sharp in _blurred_charts(params):
         by_whole, by_tiles = whole.restore_image(blurred, 2), tiled.restore_image(blurred, 2)
         gap = psnr(by_tiles, sharp, params.eval.metric) - psnr(by_whole, sharp, params.eval.metric)
@@ -120,7 +122,7 @@ def test_no_seam_shows_along_the_tile_edges(trained_project):
 def test_restore_shows_the_tiles_of_a_tiled_image_and_writes_the_same_bytes(
     trained_project, tmp_path, monkeypatch
 ):
-    """`linefuse restore` on a 400 x 300 chart, twelve tiles by params.yaml's (128 px, overlap
+    """`linefuse restore` on a 400 x 300 chart, twelve tiles by the suite's (128 px, overlap
     32) in batches of 8, shows a second bar in tiles that counts them batch by batch; the PNG it
     writes is what restore_image gives with no bar. (tqdm hides a bar off a terminal, as here:
     the test shows them into a buffer.)"""
@@ -151,7 +153,7 @@ def test_restore_shows_the_tiles_of_a_tiled_image_and_writes_the_same_bytes(
     assert tiles[0].updates == [8, 4] and tiles[0].desc.startswith("chart.png")
 
     with chdir(trained_project):
-        alone = Restorer(params, "models/lora/hard", "cpu").restore_image(blurred, 2)
+        alone = Restorer.from_params(params, "models/lora/hard", "cpu").restore_image(blurred, 2)
     buffer = io.BytesIO()
     Image.fromarray(alone).save(buffer, "PNG")
     assert (out / "chart.png").read_bytes() == buffer.getvalue()

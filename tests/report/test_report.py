@@ -9,7 +9,6 @@ import csv
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,9 +20,16 @@ from PIL import Image
 
 from linefuse.report.report import summary_blocks
 
-from conftest import ROOT, copy_project, run_cli, tiny_params, write_params
+from conftest import (
+    CHROMIUM,
+    ROOT,
+    copy_project,
+    needs_chromium,
+    run_cli,
+    tiny_params,
+    write_params,
+)
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WINDOW = (1280, 2400)
 PLOTS = ["plots/psnr_by_domain_level.csv", "plots/psnr_vs_steps.csv"]
 CSS = ROOT / "src/linefuse/report/report.css"
@@ -365,7 +371,7 @@ def _chromium(page: Path, profile: Path, *flags: str) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
+@needs_chromium
 def test_headless_chromium_draws_the_tables_and_samples(reported, tmp_path):
     page = reported / "reports/index.html"
     shot = tmp_path / "report.png"

@@ -23,7 +23,7 @@ from linefuse.data.charts import draw_chart
 from linefuse.params.full import load_params
 from linefuse.serve.app import STEP_DELAY_ENV
 
-from conftest import ROOT, tiny_params, write_params
+from conftest import CHROMIUM, ROOT, needs_chromium, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -97,6 +97,67 @@ def _png(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(array).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def test_evaluate_restore_serve_and_the_pipeline_give_the_same_bytes(
+    server, trained_project, tmp_path
+):
+    """One transparent chart, wider than the suite's tiles (so tiled), through the four paths:
+    evaluate's restorer call (straightened once, then restore_images), `linefuse restore`, POST
+    /restore and the pipeline `dvc repro` saved in models/pipeline with the last adapter, loaded
+    with from_pretrained alone: the same restored pixels, and the same PNG bytes from restore
+    and serve."""
+    from scipy import ndimage
+
+    from linefuse.data.deskew import straighten
+    from linefuse.data.images import load_rgb
+    from linefuse.inference.pipeline import LineFusePipeline
+    from linefuse.inference.restorer import Restorer
+
+    from conftest import run_cli
+
+    chart = np.full((150, 200, 3), 255, np.uint8)
+    chart[50:53, :] = (200, 30, 30)
+    chart[:, 120:122] = 0
+    chart = np.clip(np.rint(ndimage.gaussian_filter(chart.astype(float), (1.2, 1.2, 0))), 0, 255)
+    rgba = Image.fromarray(chart.astype(np.uint8)).convert("RGBA")
+    alpha = np.full((150, 200), 255, np.uint8)
+    alpha[:, :20] = 0  # composited over white by every path
+    rgba.putalpha(Image.fromarray(alpha))
+    path = tmp_path / "chart.png"
+    rgba.save(path)
+
+    assert (
+        run_cli(
+            trained_project, "restore", str(path), "--steps", "1", "--out", str(tmp_path / "out")
+        )
+        == 0
+    )
+    by_restore = (tmp_path / "out/chart.png").read_bytes()
+    served = httpx.post(
+        f"{server}/restore",
+        params={"steps": 1},
+        timeout=120,
+        files={"file": ("chart.png", path.read_bytes(), "image/png")},
+    )
+    assert served.status_code == 200 and served.content == by_restore
+
+    pipe = LineFusePipeline.from_pretrained(trained_project / "models/pipeline")
+    pipe.load_adapter(trained_project / "models/lora/hard")
+    by_pipeline = np.asarray(pipe(Image.open(path), steps=1).images[0])
+    expected = np.asarray(Image.open(io.BytesIO(by_restore)))
+    assert np.array_equal(by_pipeline, expected) and not np.array_equal(expected, load_rgb(path))
+
+    params = load_params(trained_project / "params.yaml")
+    restorer = Restorer.from_params(
+        params,
+        trained_project / "models/lora/hard",
+        "cpu",
+        base_dir=trained_project / "models/base",
+    )
+    straight = straighten(load_rgb(path), params.eval.deskew)
+    by_evaluate = restorer.restore_images([straight], 1, params.eval.seed)[0]
+    assert np.array_equal(by_evaluate, expected)
 
 
 def test_http_service_restores_and_refuses_bad_requests(server):
@@ -256,10 +317,7 @@ def test_a_request_past_its_time_limit_gets_504_and_its_work_stops(strict_server
     }
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make test` installs it")
+@needs_chromium
 def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_path_factory):
     """GET / in headless Chromium (Playwright driving the system's browser): a default chart
     chosen, restored with the adapter and steps picked on the page, shown beside the input, with

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -107,9 +108,19 @@ def test_linefuse_base_trains_on_the_bank_with_the_text_terms_and_writes_a_carde
         assert fact in card, fact
     scores = json.loads((folder / "scores.json").read_text())
     assert scores["test"]["samples"] + scores["held_out"].get("samples", 0) == 2 * 15
+    # with Tesseract (make test requires it) every level's labels are read, and each level pools
+    # the same sharp charts, so all levels carry one sharp rate; without it the rates are null,
+    # never zeros. Which of sharp and input reads better is noise on 2 small charts: the test of
+    # the shipped base asserts it on full-size charts.
+    read = ocr.missing() is None or bool(os.environ.get("LINEFUSE_REQUIRE_TESSERACT"))
+    assert scores["test"]["cer"] is None if not read else scores["test"]["cer"]
     for split in ("test", "held_out"):
-        for rates in (scores[split].get("cer") or {}).values():
-            assert 0 <= rates["sharp"] <= rates["input"] + 0.5
+        cer = scores[split].get("cer")
+        if scores[split] and read:
+            assert sorted(cer) == sorted(params["degrade"]["levels"]), (split, cer)
+            assert len({rates["sharp"] for rates in cer.values()}) == 1, cer
+        for rates in (cer or {}).values():
+            assert all(0 <= rate < 2 for rate in rates.values()), rates
     steps = [json.loads(line) for line in (tmp_path / "logs/base/steps.jsonl").open()]
     assert steps and all(record["ctc"] > 0 for record in steps)
     metrics = json.loads((tmp_path / "metrics/train/base.json").read_text())
@@ -142,7 +153,7 @@ def test_the_shipped_base_restores_default_charts_and_keeps_their_labels_legible
     as evaluate pools it (about 590 characters a level): the tick labels Tesseract reads in the
     output have a character error rate no more than one point above the input's."""
     params = load_params(ROOT / "params.yaml")
-    restorer = Restorer(params, None, "cpu", base_dir=SHIPPED)
+    restorer = Restorer.from_params(params, None, "cpu", base_dir=SHIPPED)
     charts = [draw_chart(params.data.charts, index) for index in range(4)]
     sharp_psnr = [
         psnr(restorer.restore_image(sharp, params.eval.steps), sharp, params.eval.metric)

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 
 from linefuse.data.readers import EmbeddedPairs
 from linefuse.inference.model import load_base
-from linefuse.inference.sampler import restored_from, sample
+from linefuse.inference.sampler import ddim_scheduler, restored_from, sample
 from linefuse.params.full import parse_params
 from linefuse.train.diffusion import noise_scheduler, weighted_loss
 from linefuse.train.model import build_unet
@@ -142,11 +142,12 @@ def test_residual_target_at_zero_init_reproduces_the_input():
         unet,
         blurred,
         torch.zeros(2, 1, 32),
-        params.model,
+        ddim_scheduler(params.model),
+        params.model.sample_start,
         steps=4,
         generator=torch.Generator().manual_seed(0),
     )
-    assert torch.equal(restored_from(x0, blurred, params.model), blurred)
+    assert torch.equal(restored_from(x0, blurred, params.model.target), blurred)
 
 
 def _copy_project(source: Path, target: Path) -> Path:

@@ -5,7 +5,9 @@ the base never trains on, drawn with base.chart_seed), whole, in every domain an
 as the shard stage degrades (degrade.seed). The trained families score as `test`, the held-out
 ones as `held_out`; the sharp charts themselves score as `sharp` (what a restoration must not
 harm). Each split's mean gain is the mean over the domain x level cells of each cell's mean, with
-a stratified bootstrap interval, as evaluate's headline. Where Tesseract is installed, each
+a stratified bootstrap interval, as evaluate's headline. Each split also keeps every image's gain
+by cell, in chart order, so two models scored on one chart set can be compared image by image
+(evaluate/base_window.py's paired rule). Where Tesseract is installed, each
 split also gets the tick labels' character error rate per level, pooled over the domains, for
 the input, the model and the sharp chart (evaluate/ocr.py), all of one chart read in one go.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from tqdm import tqdm
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
@@ -70,18 +73,19 @@ def scoring_charts(params: Params, workers: int = 1) -> list[ScoringChart]:
 def score_base(
     params: Params, folder: Path, device: str, charts=None, read_labels: bool = True
 ) -> dict:
-    """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, cer}, sharp: {mean,
+    """{test, held_out: {mean, low, high, samples, by_domain, worst_cell, gains, cer}, sharp: {mean,
     worst}} of the base in `folder`, restoring in eval.steps DDIM steps on `device`, inputs as
     drawn (no deskew: the scores compare weights); cer is {level: {input, model, sharp}}, or
     None where Tesseract is missing or `read_labels` is off."""
     charts = charts if charts is not None else scoring_charts(params)
-    restorer = Restorer(params, None, device, base_dir=folder)
+    restorer = Restorer.from_params(params, None, device, base_dir=folder)
     read = read_labels and ocr.missing() is None
     cells: dict[str, dict[tuple[str, str], list[float]]] = {"test": {}, "held_out": {}}
     errors: dict[str, dict[str, np.ndarray]] = {"test": {}, "held_out": {}}
     sharp_psnr = []
     metric = params.eval.metric
-    for chart in charts:  # a chart's images share its size: one batch, on a GPU one launch
+    bar = tqdm(charts, desc=f"scoring {folder.name}", unit="chart", disable=None)
+    for chart in bar:  # a chart's images share its size: one batch, on a GPU one launch
         images = [chart.sharp, *(blurred for _, _, blurred in chart.blurred)]
         restored_sharp, *restored_all = restorer.restore_images(
             images, params.eval.steps, batch_size=len(images)
@@ -131,4 +135,5 @@ def _split_summary(params: Params, cells: dict[tuple[str, str], list[float]]) ->
         for domain in params.degrade.domains
     }
     summary["worst_cell"] = float(min(np.mean(gains) for gains in cells.values()))
+    summary["gains"] = {f"{domain}/{level}": gains for (domain, level), gains in cells.items()}
     return summary

@@ -87,17 +87,21 @@ class _Models:
     adapters and their merge."""
 
     def __init__(self, params: Params, device: Choice, progress: tqdm):
-        restorer = Restorer(params, paths.adapter(params.train.order()[-1]), device.value)
+        restorer = Restorer.from_params(
+            params, paths.adapter(params.train.order()[-1]), device.value
+        )
         self.restore = _TimedRestorer(restorer, params, progress)
         self.sweep = _TimedRestorer(restorer, params)
-        self.base = Restorer(params, None, device.value)
+        self.base = Restorer.from_params(params, None, device.value)
         extra = domain_adapters()
         self.by_domain = {
-            domain: Restorer(params, path, device.value)
+            domain: Restorer.from_params(params, path, device.value)
             for domain, path in extra["adapters"].items()
         }
         self.combined = (
-            Restorer(params, extra["combined"], device.value) if extra["combined"] else None
+            Restorer.from_params(params, extra["combined"], device.value)
+            if extra["combined"]
+            else None
         )
 
     def outputs(self, pairs: list[tuple], blurred: list, params: Params) -> dict[str, list]:

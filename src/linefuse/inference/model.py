@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 from diffusers import UNet2DConditionModel
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from linefuse import paths
@@ -50,9 +50,38 @@ def load_null_prompt(folder: Path) -> Tensor:
     return load_file(str(path))["embedding"]
 
 
+def save_null_prompt(embedding: Tensor, folder: Path) -> None:
+    """Writes the (1, seq, dim) embedding load_null_prompt reads, into `folder`."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    tensor = embedding.detach().to("cpu", torch.float32).contiguous()
+    save_file({"embedding": tensor}, str(Path(folder) / NULL_PROMPT_FILE))
+
+
 def load_base(folder: Path) -> UNet2DConditionModel:
     """Read back a folder written by save_base (or any local diffusers UNet folder)."""
     return UNet2DConditionModel.from_pretrained(str(folder))
+
+
+def merge_adapter(unet: UNet2DConditionModel, adapter: str | Path) -> UNet2DConditionModel:
+    """The UNet with a peft LoRA adapter folder (PeftModel.save_pretrained's) merged into its
+    weights, so restoring costs what the base alone costs. An adapter whose layers or shapes
+    are not this UNet's was made for another base: one line says so."""
+    from peft import PeftModel
+
+    adapter = Path(adapter)
+    if not (adapter / "adapter_config.json").is_file():
+        raise UserError(
+            f"adapter {adapter}: not a peft adapter folder (no adapter_config.json); pass "
+            f"models/lora/LEVEL"
+        )
+    try:
+        return PeftModel.from_pretrained(unet, str(adapter)).merge_and_unload()
+    except (RuntimeError, ValueError, KeyError) as error:
+        cause = (str(error).strip().splitlines() or [type(error).__name__])[-1].strip()
+        raise UserError(
+            f"adapter {adapter} does not fit this base UNet ({cause[:160]}): it was made for "
+            f"another base; load it onto the base it was trained from"
+        ) from None
 
 
 def domain_adapters(folder: Path = paths.DOMAIN_ADAPTERS_DIR) -> dict:

@@ -1,13 +1,16 @@
 """Restoring images with the trained model: the base UNet plus an adapter, DDIM sampling.
 
-An image no larger than a tile (`tiles.size`) is padded (reflect) to the model's multiple,
-restored in a batch of its size and cropped back; a larger one is restored in overlapping tiles
-(inference/tiles.py). A scan's skew is undone first (eval.deskew, data/deskew.py). The same code
-serves `evaluate`, `linefuse restore` and `linefuse serve`.
+An image no larger than `tiles.size` is padded (reflect) to the model's multiple, restored in a
+batch of its size and cropped back; a larger one is restored in overlapping tiles
+(inference/tiles.py) of `tiles.tile` px, or with `auto` of the size that restores it cheapest on
+this machine (inference/tile_choice.py). A scan's skew is undone first (eval.deskew,
+data/deskew.py). The same code serves `evaluate`, `linefuse restore`, `linefuse serve` and
+LineFusePipeline (inference/pipeline.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 import torch.nn.functional as F
-from peft import PeftModel
+from diffusers import DDIMScheduler
 from PIL import Image
 from tqdm import tqdm
 
@@ -23,8 +26,9 @@ from linefuse import paths
 from linefuse.data.deskew import straighten
 from linefuse.data.transforms import normalise, to_uint8
 from linefuse.hardware import choose_device
-from linefuse.inference.model import load_base, load_null_prompt
-from linefuse.inference.sampler import restored_from, sample
+from linefuse.inference.model import load_base, load_null_prompt, merge_adapter
+from linefuse.inference.sampler import ddim_scheduler, restored_from, sample
+from linefuse.inference.tile_choice import TileCosts
 from linefuse.inference.tiles import boxes, restore_tiled
 from linefuse.stage import UserError
 
@@ -34,44 +38,92 @@ if TYPE_CHECKING:
 log = logging.getLogger("linefuse")
 
 
+@dataclasses.dataclass(frozen=True)
+class RestoreSettings:
+    """What restoring needs besides the weights and the scheduler: params.yaml's values
+    (from_params), or those a saved LineFusePipeline keeps in its model_index.json."""
+
+    target: str  # model.target: the model predicts the residual or the sharp image
+    sample_start: str  # model.sample_start: the sampler starts at the prior's mean or noise
+    start_fraction: float  # optim.start_fraction the model was trained with (1: first step only)
+    shrink: float  # eval.shrink
+    deskew: str  # eval.deskew: auto, always or never
+    whole: int  # tiles.size: the largest side restored whole, and the largest tile
+    tile: int | str  # tiles.tile: px, or auto (the cheapest measured)
+    overlap: int  # tiles.overlap
+    tile_batch: int  # tiles.batch_size
+
+    @classmethod
+    def from_params(cls, params: Params) -> RestoreSettings:
+        return cls(
+            target=params.model.target,
+            sample_start=params.model.sample_start,
+            start_fraction=params.optim.start_fraction,
+            shrink=params.eval.shrink,
+            deskew=params.eval.deskew,
+            whole=params.tiles.size,
+            tile=params.tiles.tile,
+            overlap=params.tiles.overlap,
+            tile_batch=params.tiles.batch_size,
+        )
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 class Restorer:
-    """Loads the model once; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
+    """Holds a loaded model; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
 
     def __init__(
         self,
+        unet,
+        scheduler: DDIMScheduler,
+        null_prompt: torch.Tensor,
+        settings: RestoreSettings,
+        vae=None,
+    ):
+        """`unet` (a base with any adapter merged), `vae` (or None: pixel space) and
+        `null_prompt` on the device the restorer runs on."""
+        self.unet, self.scheduler, self.vae, self.settings = unet, scheduler, vae, settings
+        self.prompt = null_prompt
+        self.device = null_prompt.device
+        unet_factor = 2 ** (len(unet.config.block_out_channels) - 1)
+        vae_factor = 2 ** (len(vae.config.block_out_channels) - 1) if vae is not None else 1
+        self.multiple = unet_factor * vae_factor
+        self.tile_costs = TileCosts(self)
+        self.warned_steps = False
+
+    @classmethod
+    def from_params(
+        cls,
         params: Params,
         adapter: str | Path | None,
         device: str | None = None,
         base_dir: Path = paths.BASE_DIR,
-    ):
-        """`device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one).
-        `base_dir`: the base UNet folder (save_base's layout), models/base unless told."""
-        device = device or choose_device(params.compute.device).value
-        self.params, self.device = params, torch.device(device)
-        if not (base_dir / "config.json").is_file():
+    ) -> Restorer:
+        """The model a run trained: `base_dir` (save_base's layout, models/base unless told) with
+        `adapter` (a peft adapter folder, or None) merged, params.yaml's formulation and tiles.
+        `device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one)."""
+        device = torch.device(device or choose_device(params.compute.device).value)
+        if not (Path(base_dir) / "config.json").is_file():
             raise UserError(
                 f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first"
             )
         unet = load_base(base_dir)
         if adapter is not None:
-            adapter = Path(adapter)
-            if not (adapter / "adapter_config.json").is_file():
-                raise UserError(
-                    f"--adapter {adapter}: not a peft adapter folder (no "
-                    f"adapter_config.json); pass models/lora/LEVEL"
-                )
-            unet = PeftModel.from_pretrained(unet, str(adapter)).merge_and_unload()
-        self.unet = unet.to(self.device).eval()
-        self.vae = None
+            unet = merge_adapter(unet, adapter)
+        vae = None
         if params.model.vae is not None:
             from linefuse.inference.model import load_vae
 
-            self.vae = load_vae(params.model.vae).to(self.device)
-        self.prompt = load_null_prompt(base_dir).to(self.device)
-        unet_factor = 2 ** (len(self.unet.config.block_out_channels) - 1)
-        vae_factor = 2 ** (len(self.vae.config.block_out_channels) - 1) if self.vae else 1
-        self.multiple = unet_factor * vae_factor
-        self.warned_steps = False
+            vae = load_vae(params.model.vae).to(device)
+        return cls(
+            unet.to(device).eval(),
+            ddim_scheduler(params.model),
+            load_null_prompt(base_dir).to(device),
+            RestoreSettings.from_params(params),
+            vae,
+        )
 
     @torch.no_grad()
     def restore(
@@ -79,7 +131,7 @@ class Restorer:
     ) -> np.ndarray:
         """Restores a uint8 (B, H, W, 3) batch of one size; returns uint8 (B, H, W, 3).
         `should_stop()`, asked before each step, stops it with SamplingCancelled."""
-        if steps > 1 and self.params.optim.start_fraction == 1 and not self.warned_steps:
+        if steps > 1 and self.settings.start_fraction == 1 and not self.warned_steps:
             self.warned_steps = True
             log.warning(
                 "%d DDIM steps: optim.start_fraction is 1, so the model was trained for the first "
@@ -102,13 +154,14 @@ class Restorer:
             self.unet,
             condition,
             self.prompt.expand(batch, -1, -1),
-            self.params.model,
+            self.scheduler,
+            self.settings.sample_start,
             steps,
             generator,
             should_stop,
         )
-        restored = self._decode(restored_from(x0, condition, self.params.model))
-        restored = shrink_change(restored, pixels, self.params.eval.shrink)
+        restored = self._decode(restored_from(x0, condition, self.settings.target))
+        restored = shrink_change(restored, pixels, self.settings.shrink)
         return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
 
     def _encode(self, pixels: torch.Tensor) -> torch.Tensor:
@@ -131,11 +184,11 @@ class Restorer:
         deskew: str | None = None,
     ) -> np.ndarray:
         """One uint8 (H, W, 3) image of any size, straightened first (`deskew`, eval.deskew
-        unless told), whole if it fits in a tile, else tiled. `progress(n)`, if given, is told
-        how many tiles each batch restored."""
-        image = straighten(image, deskew or self.params.eval.deskew)
-        tiles = self.params.tiles
-        if max(image.shape[:2]) <= tiles.size:
+        unless told), whole if no side is larger than tiles.size, else tiled. `progress(n)`, if
+        given, is told how many tiles each batch restored."""
+        image = straighten(image, deskew or self.settings.deskew)
+        tile = self.tile_for(*image.shape[:2])
+        if tile is None:
             restored = self.restore(image[None], steps, seed, should_stop)[0]
             if progress is not None:
                 progress(1)
@@ -144,27 +197,41 @@ class Restorer:
         def restore_batch(batch: np.ndarray) -> np.ndarray:
             return self.restore(batch, steps, seed, should_stop)
 
-        return restore_tiled(
-            image, restore_batch, tiles.size, tiles.overlap, tiles.batch_size, progress
-        )
+        settings = self.settings
+        batch = self.tile_batch(tile)
+        return restore_tiled(image, restore_batch, tile, settings.overlap, batch, progress)
+
+    def tile_batch(self, tile: int) -> int:
+        """How many `tile` px tiles run at once: tiles.batch_size, or with tiles.tile auto that
+        or 1, whichever was measured cheaper per tile."""
+        if self.settings.tile != "auto":
+            return self.settings.tile_batch
+        return self.tile_costs.batch_for(tile)
+
+    def tile_for(self, height: int, width: int) -> int | None:
+        """The tile size an image of this size is restored in; None: it runs whole."""
+        settings = self.settings
+        if max(height, width) <= settings.whole:
+            return None
+        if settings.tile != "auto":
+            return int(settings.tile)
+        return self.tile_costs.cheapest(height, width)
 
     def tile_count(self, height: int, width: int) -> int:
         """How many tiles restore_image cuts an image of this size into (1: it runs whole)."""
-        tiles = self.params.tiles
-        if max(height, width) <= tiles.size:
-            return 1
-        return len(boxes(height, width, tiles.size, tiles.overlap))
+        tile = self.tile_for(height, width)
+        return 1 if tile is None else len(boxes(height, width, tile, self.settings.overlap))
 
     def restore_images(
         self, images: list[np.ndarray], steps: int, seed: int = 0, batch_size: int = 8
     ) -> list[np.ndarray]:
         """Any number of uint8 (H, W, 3) images of any sizes in input order, as given (evaluate
-        straightens its inputs once, for all its models): those that fit in a tile batched by
+        straightens its inputs once, for all its models): those restored whole batched by
         size, larger ones tiled."""
         out: list[np.ndarray | None] = [None] * len(images)
         by_shape: dict[tuple, list[int]] = {}
         for position, image in enumerate(images):
-            if max(image.shape[:2]) > self.params.tiles.size:
+            if max(image.shape[:2]) > self.settings.whole:
                 out[position] = self.restore_image(image, steps, seed, deskew="never")
                 continue
             by_shape.setdefault(image.shape, []).append(position)
@@ -200,14 +267,15 @@ def restore_files(
     device: str | None = None,
 ) -> tuple[int, list[tuple[str, str]]]:
     """Restores every image in `inputs` (files or folders) into out_dir as PNG, keeping relative
-    names; returns (restored count, [(path, reason) for each skipped file]). A progress bar
+    names (load_rgb decodes any mode to 8-bit RGB); returns (restored count, [(path, reason)
+    for each skipped file]). A progress bar
     counts the images and, under it, the tiles of an image that has more than one."""
     from linefuse.data.images import load_rgb
 
     files, skipped = _image_files(inputs)
     if steps < 1:
         raise UserError(f"--steps {steps}: must be at least 1")
-    restorer = Restorer(params, adapter, device)
+    restorer = Restorer.from_params(params, adapter, device)
     out_dir.mkdir(parents=True, exist_ok=True)
     restored = 0
     for path, relative in tqdm(files, desc="restore", unit="image", disable=None):

@@ -1,6 +1,7 @@
 """Sampling: a restoration in a few deterministic DDIM steps, and the restored image from the
 clean signal the model produces (the residual or the sharp image, `model.target`; the
-formulation itself is train/diffusion.py's).
+formulation itself is train/diffusion.py's). The scheduler is a diffusers DDIMScheduler built
+from params.yaml's `model` section (ddim_scheduler), or the one a saved LineFusePipeline holds.
 """
 
 from __future__ import annotations
@@ -18,29 +19,15 @@ class SamplingCancelled(Exception):
     """`should_stop` said to stop: the caller dropped the work (time limit, client gone)."""
 
 
-def restored_from(x0: torch.Tensor, blurred: torch.Tensor, model: ModelParams) -> torch.Tensor:
-    return blurred + x0 if model.target == "residual" else x0
+def restored_from(x0: torch.Tensor, blurred: torch.Tensor, target: str) -> torch.Tensor:
+    """The restored image from the model's clean signal: `target` is model.target."""
+    return blurred + x0 if target == "residual" else x0
 
 
-@torch.no_grad()
-def sample(
-    unet,
-    condition: torch.Tensor,
-    prompt_embeds: torch.Tensor,
-    model: ModelParams,
-    steps: int,
-    generator: torch.Generator | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> torch.Tensor:
-    """x0 in `steps` deterministic DDIM steps (eta 0), conditioned on `condition`; raises
-    SamplingCancelled before a step once `should_stop()` is true.
-
-    `model.sample_start: mean` starts from the prior's mean (all zeros: with the residual target,
-    the blurred input itself), so a restoration is one deterministic estimate, without the
-    leftover noise a random start adds to near-clean inputs (docs/experiments.md). `noise` starts
-    from a seeded draw, for varied samples.
-    """
-    scheduler = DDIMScheduler(
+def ddim_scheduler(model: ModelParams) -> DDIMScheduler:
+    """The sampler's scheduler for params.yaml's `model` section: deterministic DDIM over the
+    training schedule, its steps trailing so that the first starts at the last timestep."""
+    return DDIMScheduler(
         num_train_timesteps=model.train_timesteps,
         beta_schedule=model.beta_schedule,
         prediction_type=model.prediction_type,
@@ -48,8 +35,31 @@ def sample(
         set_alpha_to_one=True,
         timestep_spacing="trailing",
     )
+
+
+@torch.no_grad()
+def sample(
+    unet,
+    condition: torch.Tensor,
+    prompt_embeds: torch.Tensor,
+    schedule: DDIMScheduler,
+    sample_start: str,
+    steps: int,
+    generator: torch.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> torch.Tensor:
+    """x0 in `steps` deterministic DDIM steps (eta 0) of `schedule` (a copy is stepped, so one
+    scheduler serves every call), conditioned on `condition`; raises SamplingCancelled before a
+    step once `should_stop()` is true.
+
+    `sample_start` (model.sample_start) `mean` starts from the prior's mean (all zeros: with the
+    residual target, the blurred input itself), so a restoration is one deterministic estimate,
+    without the leftover noise a random start adds to near-clean inputs (docs/experiments.md).
+    `noise` starts from a seeded draw, for varied samples.
+    """
+    scheduler = DDIMScheduler.from_config(schedule.config)
     scheduler.set_timesteps(steps)
-    if model.sample_start == "mean":
+    if sample_start == "mean":
         latents = torch.zeros_like(condition)
     else:
         latents = torch.randn(condition.shape, generator=generator, dtype=condition.dtype)

@@ -57,7 +57,7 @@ class WindowParams(Strict):
     try_compile: bool
     first_charts: PositiveInt
     pool_gb: Annotated[float, Field(gt=0.0)]
-    score_seconds: Annotated[float, Field(gt=0.0)]
+    finish_seconds: Annotated[float, Field(gt=0.0)]
     drawn_charts: PositiveInt
     log_every: PositiveInt
 

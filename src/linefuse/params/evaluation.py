@@ -67,18 +67,21 @@ class EvalParams(Strict):
 
 
 class TileParams(Strict):
-    """Images larger than a tile are restored in overlapping tiles (evaluate, restore, serve)."""
+    """Images larger than `size` are restored in overlapping tiles of `tile` px (evaluate,
+    restore, serve); `auto`: the size that restores each image cheapest, measured."""
 
     size: Annotated[int, Field(ge=16, le=4096)]
+    tile: Literal["auto"] | Annotated[int, Field(ge=16, le=4096)]
     overlap: Annotated[int, Field(ge=0)]
     batch_size: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> TileParams:
-        if 2 * self.overlap > self.size:
-            raise KeyedError(
-                "tiles.overlap",
-                f"{self.overlap} px is more than half of tiles.size ({self.size}); accepts at "
-                f"most {self.size // 2}",
-            )
+        for key, size in (("size", self.size), ("tile", self.tile)):
+            if size != "auto" and 2 * self.overlap > size:
+                raise KeyedError(
+                    "tiles.overlap",
+                    f"{self.overlap} px is more than half of tiles.{key} ({size}); accepts at "
+                    f"most {size // 2}",
+                )
         return self

@@ -79,7 +79,9 @@ class RestoreService:
         if name not in self.restorers:
             if name not in self.adapters():
                 raise HTTPException(422, f"unknown adapter {name!r}; GET /adapters lists them")
-            self.restorers[name] = Restorer(self.params, self.adapters_dir / name, self.device)
+            self.restorers[name] = Restorer.from_params(
+                self.params, self.adapters_dir / name, self.device
+            )
         return self.restorers[name]
 
     def health(self) -> dict:
@@ -208,7 +210,9 @@ def create_app(params: Params, adapters_dir: Path, device: str | None = None) ->
     )
     app = FastAPI(title="LineFuse", description=__doc__.splitlines()[0])
     if service.default_adapter in service.adapters():
-        service.restorer_for(service.default_adapter)
+        restorer = service.restorer_for(service.default_adapter)
+        if params.tiles.tile == "auto":  # timed now (or read from the cache), not in a request
+            restorer.tile_costs.measured()
     app.state.service = service
     app.middleware("http")(service.refuse_large_bodies)
     app.include_router(info_routes)

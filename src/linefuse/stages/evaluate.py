@@ -1,5 +1,6 @@
 """The evaluate stage: score the last curriculum adapter (and any per-domain ones) on the test and
-held-out images: PSNR/SSIM per domain and level, baselines, steps, chart units, tick labels.
+held-out images: PSNR/SSIM per domain and level, baselines, steps, chart units, tick labels; and
+save the base it scored as a LineFusePipeline (models/pipeline) that loads without params.yaml.
 
     python -m linefuse.stages.evaluate [--workers N] [--params params.yaml]
 """
@@ -13,6 +14,7 @@ import sys
 from linefuse import paths
 from linefuse.evaluate.evaluate import evaluate
 from linefuse.hardware import logged_device
+from linefuse.inference.pipeline import save_default_pipeline
 from linefuse.params import Sections
 from linefuse.params.compute import ComputeParams
 from linefuse.params.data import DataParams
@@ -39,7 +41,9 @@ class EvaluateSections(Sections):
 def run(params: EvaluateSections, args: argparse.Namespace) -> None:
     with stage("evaluate") as written:
         report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
+        save_default_pipeline(params, paths.PIPELINE_DIR, params.train.order()[-1])
         written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
+        written.append(paths.PIPELINE_DIR)
     log, steps = logging.getLogger("linefuse"), params.eval.steps
     if summary := report["summary"]:
         low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]

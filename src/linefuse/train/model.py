@@ -14,10 +14,10 @@ from pathlib import Path
 import peft
 import torch
 from diffusers import UNet2DConditionModel
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from linefuse.inference.model import NULL_PROMPT_FILE, load_base
+from linefuse.inference.model import load_base, save_null_prompt
 from linefuse.params.training import LoraParams
 from linefuse.paths import fresh_config, unet_config, unet_folder
 from linefuse.stage import UserError
@@ -172,10 +172,7 @@ def save_base(unet: UNet2DConditionModel, folder: Path, null_prompt: Tensor) -> 
     """Write the base model (models/base) as a standard diffusers folder, safetensors only, with
     the empty prompt's embedding the model was trained with, so restoring needs nothing else."""
     unet.save_pretrained(folder, safe_serialization=True)
-    save_file(
-        {"embedding": null_prompt.detach().to("cpu", torch.float32).contiguous()},
-        str(Path(folder) / NULL_PROMPT_FILE),
-    )
+    save_null_prompt(null_prompt, Path(folder))
 
 
 def save_adapter(model: peft.PeftModel, folder: Path) -> None:

@@ -97,7 +97,7 @@ def draw_loss(
         weights = label_pixel_weights(labels.mask, params.base.text.label_weight)
     loss, terms = weighted_loss(prediction, target, params.optim.loss, weights)
     if labels is not None and reader is not None and len(labels.boxes):
-        restored = restored_from(prediction.float(), draw.condition.float(), params.model)
+        restored = restored_from(prediction.float(), draw.condition.float(), params.model.target)
         ctc = ctc_loss(reader, restored, labels.boxes, labels.targets, labels.lengths)
         loss = loss + params.base.text.ctc * ctc
         terms["ctc"] = ctc.detach()

@@ -7,9 +7,12 @@ device_charts: the bank moves on from window to window) and degrades them on the
 (linefuse.data.degrade_torch). The learning rate follows warmup-stable-decay (MiniCPM; Hägele
 et al. 2024): a warmup in the first window, then constant, so any window can resume where the
 last stopped; the stable state is saved, and a short cool-down from it (1 - sqrt to zero) makes
-the weights the window offers to ship. The first seconds measure the settings that set the
-speed (batch, channels_last, precision, cudnn.benchmark, fused AdamW, torch.compile) on real
-training steps and keep the fastest.
+the weights the window offers to ship. On a device kind no window has trained on, the first
+seconds measure the settings that set the speed (batch, channels_last, precision,
+cudnn.benchmark, fused AdamW, torch.compile) on real training steps and keep the fastest; the
+state keeps that setting per kind, and the compiled kernels travel beside it
+(train/compiled_kernels.py), so a later window on that kind trains at once. Nothing but training
+runs on the device: `linefuse base-land` scores the offered weights afterwards, on the CPU.
 
 The step never waits for the device: the losses add up there and are read every
 base.window.log_every steps, every draw comes from a generator on the device or from host
@@ -38,9 +41,11 @@ from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.device_charts import ChartDrawer, DeviceCharts
 from linefuse.hardware import choose_device, choose_precision, cpu_model
 from linefuse.stage import UserError, atomic_dir
+from linefuse.train.compiled_kernels import load_kernels, save_kernels
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
+from linefuse.train.window_trace import trace_steps
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -161,6 +166,7 @@ class Trainer:
             self.model.load_state_dict(weights)
         self.model = self.accelerator.prepare(self.model)
         self.forward_model = self.model
+        self.kernels = (state_dir or Path()) / paths.WINDOW_COMPILED_FILE
         self.moments = _moments_from_state(tensors) if tensors else None
         self.optimizer = None  # made by `apply`, with the kernels the setting names
         self.noise = noise_scheduler(params.model)
@@ -170,7 +176,6 @@ class Trainer:
         self.pool.add(self.drawer.wait(window.first_charts))
         self.setting = Setting(window.batch_sizes[0], bf16=self.precision.value == "bf16")
         self.applied: Setting | None = None
-        self.compile_seconds = 0.0
         self.log_lines: list[dict] = []
 
     def apply(self, setting: Setting) -> None:
@@ -187,6 +192,7 @@ class Trainer:
             self.optimizer = make_optimizer(self.model, 0.0, setting.fused_adamw, moments)
         torch.backends.cudnn.benchmark = setting.cudnn_benchmark
         if setting.compiled and self.forward_model is self.model:
+            load_kernels(self.kernels, self.device_kind())
             self.forward_model = torch.compile(self.model)
         elif not setting.compiled:
             self.forward_model = self.model
@@ -203,7 +209,7 @@ class Trainer:
         self.model.zero_grad(set_to_none=True)
         return counter.get_total_flops() / 8
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -224,7 +230,7 @@ class Trainer:
         prompts = self.prompts.expand(batch, -1, -1)
         loss_sum = torch.zeros((), device=self.device)
         if timed:
-            self._sync()
+            self.sync()
         started, done, logged_at = time.perf_counter(), 0, 0
         while (steps is None or done < steps) and (
             seconds is None or time.perf_counter() - started < seconds
@@ -256,7 +262,7 @@ class Trainer:
             if self.state.step % 10 == 0 and not self.pool.full(2**21):
                 self.pool.add(self.drawer.ready(64))  # the charts drawn since, between steps
         if timed:
-            self._sync()
+            self.sync()
         return {"seconds": time.perf_counter() - started, "steps": done, "pairs": done * batch}
 
     def pairs(self, step: int, batch: int, layout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -276,11 +282,11 @@ class Trainer:
     def data_seconds(self, steps: int = 10) -> float:
         """Seconds per step that making the pairs takes alone (crops and degradations, on the
         device they share with the steps): the data's share of a step, measured apart."""
-        self._sync()
+        self.sync()
         started = time.perf_counter()
         for k in range(steps):
             self.pairs(self.state.step + k, self.setting.batch, torch.contiguous_format)
-        self._sync()
+        self.sync()
         return (time.perf_counter() - started) / steps
 
     def host_syncs(self) -> int | None:
@@ -351,8 +357,6 @@ class Trainer:
                     torch.cuda.empty_cache()
                 self.apply(replace(setting, compiled=False, batch=best.batch))
                 return 0.0
-            if setting.compiled:
-                self.compile_seconds = warmup_s
             rate = done["pairs"] / done["seconds"]
             table.append(
                 {
@@ -368,8 +372,8 @@ class Trainer:
             return rate
 
         known = measured_setting(self.state.tuned, self.device_name())
-        if known is not None:  # measured on this kind of device by an earlier window
-            trial(Setting(**known))
+        if known is not None:  # measured on this kind of device by an earlier window: no trials
+            self.apply(Setting(**known))
             self.state.tuned.setdefault(self.device_name(), known)
             return table
         rates = {s: trial(s) for s in (replace(best, batch=b) for b in window.batch_sizes)}
@@ -393,6 +397,11 @@ class Trainer:
         if self.device.type == "cuda":
             return torch.cuda.get_device_name(self.device)
         return f"CPU {cpu_model()}"
+
+    def device_kind(self) -> str:
+        """The GPU's die where known (its kernels serve every GPU on it), else its name."""
+        name = self.device_name()
+        return next((die for key, die in CHIP.items() if key in name), name)
 
 
 def measured_setting(tuned: dict[str, dict], name: str) -> dict | None:
@@ -423,10 +432,14 @@ def _peak_mb(device: torch.device) -> dict:
     return {"peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20}
 
 
-def train_window(params: Params, out: Path, state_dir: Path | None, deadline: float, workers: int):
-    """Trains one window until `deadline` (time.time()) less base.window.score_seconds; writes
-    out/state.safetensors (the stable state), out/candidate (the cooled weights) and
-    out/steps.jsonl; returns the window's record (phases, speeds, the tune table, the state)."""
+def train_window(
+    params: Params, out: Path, state_dir: Path | None, deadline: float, workers: int, trace=0
+):
+    """Trains one window until `deadline` (time.time()) less base.window.finish_seconds; writes
+    out/state.safetensors (the stable state), out/candidate (the cooled weights),
+    out/compiled.safetensors (where it compiled) and out/steps.jsonl; returns the window's
+    record (phases, speeds, the tune table, the state, and where `trace` steps are asked for,
+    their profile: train/window_trace.py)."""
     window, phases = params.base.window, {}
     clock = time.perf_counter()
     trainer = Trainer(params, state_dir, workers)
@@ -437,9 +450,21 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         clock = time.perf_counter()
         tune_table = trainer.tune()
         phases["tune"] = {"seconds": time.perf_counter() - clock}
+        phases["compile"] = trainer.run("compile", steps=2)  # compiles here, if it compiles
+        clock, traced = time.perf_counter(), None
+        if trace:
+            try:
+                traced = trace_steps(trainer, trace)
+            except Exception as error:  # noqa: BLE001 - a failed trace must not cost the window
+                log.warning("base-window: the trace failed (%s)", str(error)[:200])
+                traced = {"error": str(error)[:300]}
+            phases["trace"] = {
+                "seconds": time.perf_counter() - clock,
+                "pairs": trace * trainer.setting.batch,
+            }
         data_s = trainer.data_seconds()
         syncs = trainer.host_syncs()
-        train_left = deadline - window.score_seconds - time.time()
+        train_left = deadline - window.finish_seconds - time.time()
         stable_s = max(0.0, train_left * (1 - window.cooldown_fraction))
         phases["stable"] = trainer.run("stable", seconds=stable_s)
         stable_state = replace(
@@ -447,7 +472,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         )
         out.mkdir(parents=True, exist_ok=True)
         save_state(out / paths.WINDOW_STATE_FILE, trainer.model, trainer.optimizer, stable_state)
-        cool_s = max(0.0, deadline - window.score_seconds - time.time())
+        cool_s = max(0.0, deadline - window.finish_seconds - time.time())
         rate = max(phases["stable"]["steps"], 1) / max(phases["stable"]["seconds"], 1e-9)
         cool_steps = max(1, int(cool_s * rate))
         peak = wsd_lr(params, stable_state.step)
@@ -455,10 +480,14 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         phases["cooldown"] = trainer.run("cooldown", steps=cool_steps, lr=decay)
     finally:
         trainer.drawer.close()
+    clock = time.perf_counter()
+    if trainer.setting.compiled:
+        save_kernels(out / paths.WINDOW_COMPILED_FILE, trainer.device_kind(), trainer.kernels)
     with atomic_dir(out / paths.WINDOW_CANDIDATE_DIR) as folder:
         save_base(trainer.model, folder, zero_prompt(params.base.unet))
     with open(out / STEP_LOG, "w") as handle:
         handle.writelines(json.dumps(line) + "\n" for line in trainer.log_lines)
+    phases["finish"] = {"seconds": time.perf_counter() - clock}
     for phase in ("stable", "cooldown"):
         phases[phase]["pairs_per_s"] = phases[phase]["pairs"] / max(phases[phase]["seconds"], 1e-9)
     return {
@@ -469,7 +498,7 @@ def train_window(params: Params, out: Path, state_dir: Path | None, deadline: fl
         "precision_reason": trainer.precision.reason,
         "setting": asdict(trainer.setting),
         "tune": tune_table,
-        "compile_seconds": trainer.compile_seconds,
+        "trace": traced,
         "phases": phases,
         "flops_per_pair": flops,
         "data_seconds_per_step": data_s,
@@ -493,14 +522,15 @@ def _peak_flops(device: torch.device) -> float | None:
 
 def summarise(record: dict) -> dict:
     """The window's headline: training pairs/s (stable phase), the share of its wall time spent
-    in training steps (tune trials, stable, cool-down), the data's share of a step, and the
-    FLOP rate against the GPU's bf16 peak."""
+    in training steps (tune trials, stable, cool-down; not the steps that compile), the pairs it
+    trained on, the data's share of a step, and the FLOP rate against the GPU's bf16 peak."""
     phases, wall = record["phases"], record["wall_seconds"]
     tuned = [row for row in record["tune"] if "seconds" in row]
     step_seconds = sum(row["seconds"] for row in tuned)
     step_seconds += phases["stable"]["seconds"] + phases["cooldown"]["seconds"]
     pairs = sum(row["pairs"] for row in tuned)
-    pairs += phases["stable"]["pairs"] + phases["cooldown"]["pairs"]
+    pairs += sum(phases[name]["pairs"] for name in ("compile", "stable", "cooldown"))
+    pairs += phases.get("trace", {}).get("pairs", 0)
     rate = phases["stable"]["pairs_per_s"]
     step_time = record["setting"]["batch"] / max(rate, 1e-9)
     flops = rate * record["flops_per_pair"]

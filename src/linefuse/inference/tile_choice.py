@@ -1,0 +1,172 @@
+"""tiles.tile `auto`: the tile size, and the batch, that restore an image cheapest on this machine.
+
+A tile's cost grows faster than its pixels (the UNet's self-attention grows with the square of
+its positions) while smaller tiles spend more of their pixels on the overlap, so which size is
+cheapest depends on the model, the device and the image. Each candidate (every 32 px from
+4 x overlap up to tiles.size) is timed once, one tile through one sampler step; an image then
+takes the candidate whose tile count times its seconds is least. Batching tiles pays on a GPU and
+can cost on a CPU, where a batch of large tiles outgrows the caches: the chosen size is timed
+once more in batches of tiles.batch_size, and runs in them only where that is cheaper per tile.
+The seconds are cached per machine and model (LINEFUSE_CACHE, else ~/.cache/linefuse), so every
+process on the machine, evaluate, restore, serve and LineFusePipeline alike, makes the same
+choice for the same image and gives the same bytes; the choice is logged with the timings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from linefuse.hardware import cpu_flags, cpu_model
+from linefuse.inference.tiles import boxes
+
+if TYPE_CHECKING:
+    from linefuse.inference.restorer import Restorer
+
+log = logging.getLogger("linefuse")
+
+CANDIDATE_STEP = 32  # px between the candidate tile sizes
+
+
+def cache_file() -> Path:
+    root = os.environ.get("LINEFUSE_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "linefuse"
+    )
+    return Path(root) / "tile_seconds.json"
+
+
+def candidates(largest: int, overlap: int) -> list[int]:
+    """Tile sizes worth timing: below 4 x overlap more than half a tile is overlap."""
+    smallest = max(4 * overlap, CANDIDATE_STEP)
+    sizes = list(range(smallest, largest + 1, CANDIDATE_STEP))
+    return sizes if sizes and sizes[-1] == largest else [*sizes, largest]
+
+
+class TileCosts:
+    """Seconds per tile for one restorer: of each candidate size one tile at a time, and of a
+    chosen size in batches of tiles.batch_size; timed on first use, cached."""
+
+    def __init__(self, restorer: Restorer):
+        self.restorer = restorer
+        self.seconds: dict[int, float] | None = None  # one tile at a time, by size
+        self.batched: dict[int, float] = {}  # per tile in batches of tiles.batch_size, by size
+
+    def cheapest(self, height: int, width: int) -> int:
+        """The candidate with the least estimated time for an image of this size."""
+        seconds = self.measured()
+        overlap = self.restorer.settings.overlap
+        cost = {tile: len(boxes(height, width, tile, overlap)) * s for tile, s in seconds.items()}
+        tile = min(cost, key=lambda t: (cost[t], -t))
+        log.info(
+            "tiles.tile auto: %dx%d px in %d tiles of %d px (estimated %.1f s a step; "
+            "whole up to %d px)",
+            width,
+            height,
+            len(boxes(height, width, tile, overlap)),
+            tile,
+            cost[tile],
+            self.restorer.settings.whole,
+        )
+        return tile
+
+    def batch_for(self, tile: int) -> int:
+        """tiles.batch_size where a batch of that many `tile` px tiles costs less per tile than
+        one tile at a time, else 1."""
+        largest = self.restorer.settings.tile_batch
+        if largest == 1:
+            return 1
+        single = self.measured()[tile]
+        if tile not in self.batched:
+            self.batched[tile] = self._time(tile, largest)
+            self._store()
+            log.info(
+                "tiles.tile auto: %d px tiles %.0f ms each one at a time, %.0f ms each in "
+                "batches of %d (timed now, cached in %s)",
+                tile,
+                single * 1e3,
+                self.batched[tile] * 1e3,
+                largest,
+                cache_file(),
+            )
+        return largest if self.batched[tile] < single else 1
+
+    def measured(self) -> dict[int, float]:
+        """The candidates' seconds, one tile at a time: from the cache, else timed now."""
+        if self.seconds is not None:
+            return self.seconds
+        path = cache_file()
+        entry = self._stored().get(self._key(self._sizes()))
+        if entry is not None:
+            self.seconds = {int(size): s for size, s in entry["1"].items()}
+            self.batched = {int(size): s for size, s in entry.get("batched", {}).items()}
+            source = f"cached in {path}"
+        else:
+            self.seconds = {size: self._time(size, 1) for size in self._sizes()}
+            self._store()
+            source = f"timed now, cached in {path}"
+        table = ", ".join(f"{size} px {s * 1e3:.0f} ms" for size, s in self.seconds.items())
+        log.info("tiles.tile auto: seconds per tile and step (%s): %s", source, table)
+        return self.seconds
+
+    def _sizes(self) -> list[int]:
+        return candidates(self.restorer.settings.whole, self.restorer.settings.overlap)
+
+    def _stored(self) -> dict:
+        path = cache_file()
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def _store(self) -> None:
+        """This restorer's entry into the cache file, written whole and renamed into place."""
+        stored = self._stored()
+        stored[self._key(self._sizes())] = {"1": self.seconds, "batched": self.batched}
+        path = cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        partial.replace(path)
+
+    def _time(self, size: int, batch: int) -> float:
+        """Seconds per tile of `size` px, `batch` at a time, through one sampler step: the
+        faster of two runs."""
+        tiles = np.full((batch, size, size, 3), 255, np.uint8)
+        runs = []
+        for _ in range(2):
+            started = time.perf_counter()
+            self.restorer.restore(tiles, 1)
+            runs.append((time.perf_counter() - started) / batch)
+        return min(runs)
+
+    def _key(self, sizes: list[int]) -> str:
+        """What the timings depend on: model architecture, device, threads, CPU, torch."""
+        restorer = self.restorer
+        facts = {
+            "unet": _architecture(restorer.unet),
+            "vae": _architecture(restorer.vae) if restorer.vae is not None else None,
+            "prompt": list(restorer.prompt.shape),
+            "device": str(restorer.device),
+            "threads": torch.get_num_threads(),
+            "cpu": cpu_model(),
+            "cpu_flags": sorted(cpu_flags()),
+            "gpu": torch.cuda.get_device_name(0) if restorer.device.type == "cuda" else None,
+            "torch": torch.__version__,
+            "sizes": sizes,
+            "overlap": restorer.settings.overlap,
+            "batch": restorer.settings.tile_batch,
+        }
+        text = json.dumps(facts, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _architecture(model) -> dict:
+    """A diffusers model's config less the keys diffusers adds (`_name_or_path`: where it was
+    loaded from), so the same architecture shares timings wherever its weights live (models/base,
+    a saved pipeline's unet/)."""
+    return {key: value for key, value in model.config.items() if not key.startswith("_")}
