@@ -10,8 +10,9 @@ adds `panels`, each panel's plot box.
 Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
 for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
 the figure is drawn with the object-oriented API on an Agg canvas (no pyplot state), the rcParams
-start from matplotlib's defaults before the style sheet (a user's matplotlibrc changes nothing),
-text uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries no metadata.
+start from matplotlib's defaults before the style sheet (a user's matplotlibrc changes nothing,
+nor what the process drew before; plotnine's and Vega-Lite's charts start from them too), text
+uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries no metadata.
 """
 
 from __future__ import annotations
@@ -391,22 +392,26 @@ def _style_rc(plan: ChartPlan) -> dict:
 def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
     """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart: the style
     set up, the series plotted, the axes dressed, the figure laid out and drawn, and what it
-    drew measured back from the canvas. Another library's chart is drawn by its adapter."""
+    drew measured back from the canvas. Another library's chart is drawn by its adapter.
+
+    Every library draws from matplotlib's own defaults, whatever rcParams the process holds (a
+    user's matplotlibrc, a caller's changes): plotnine's themes leave some unset (cap styles,
+    snapping, text antialiasing) that would otherwise reach its pixels. Restored after."""
     import matplotlib
     import matplotlib.style
 
-    if plan.library == "plotnine":
-        from linefuse.data.plotnine_charts import render
-
-        return render(plan)
-    if plan.library == "vegalite":
-        from linefuse.data.vega_charts import render
-
-        return render(plan)
-
     _bundled_file(plan.font)
     with matplotlib.rc_context():
-        matplotlib.style.use(["default", plan.style])
+        matplotlib.style.use("default")
+        if plan.library == "plotnine":
+            from linefuse.data.plotnine_charts import render
+
+            return render(plan)
+        if plan.library == "vegalite":
+            from linefuse.data.vega_charts import render
+
+            return render(plan)
+        matplotlib.style.use(plan.style)
         matplotlib.rcParams.update(_style_rc(plan))
         rc = matplotlib.rcParams
         figure, canvas, axes = _blank_figure(plan, rc)
