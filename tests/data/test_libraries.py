@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from multiprocessing import get_context
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -142,6 +144,33 @@ def test_a_chart_does_not_depend_on_what_its_process_drew_before(tmp_path):
     sidecars = files(tmp_path / "alone" / "matplotlib") | files(tmp_path / "user_rc" / "others")
     drew = {json.loads(data)["library"] for key, data in sidecars.items() if key.endswith("json")}
     assert drew == {"matplotlib", "plotnine", "vegalite"}
+
+
+@pytest.mark.slow  # a fresh interpreter and its workers draw whole charts
+def test_workers_draw_in_a_process_that_has_drawn_a_vega_lite_chart(tmp_path):
+    """generate on 2 workers after the process drew Vega-Lite charts itself: workers forked from
+    it would wait forever on vl-convert's runtime (a fork does not copy its thread), so they
+    start from a fresh interpreter, and draw the same bytes as one worker."""
+    block = charts(count=4, libraries={"plotnine": 0.5, "vegalite": 0.5}).model_dump(mode="json")
+    jobs = [(str(tmp_path / name), block, workers) for name, workers in (("one", 1), ("two", 2))]
+    for folder, _, _ in jobs:
+        Path(folder).mkdir()
+    subprocess.run([sys.executable, "-c", DRAW, json.dumps(jobs)], check=True, timeout=300)
+    one = files(tmp_path / "one")
+    assert one == files(tmp_path / "two")
+    drew = {json.loads(one[f"chart_{i:05d}.json"])["library"] for i in range(4)}
+    assert drew == {"plotnine", "vegalite"}
+
+
+@pytest.mark.slow  # draws a whole chart
+def test_a_process_forked_after_vega_lite_drew_says_it_cannot_draw_it():
+    """Where a pool still forks (the label reader's patches, the base's score set), a worker
+    forked after its parent drew a Vega-Lite chart stops with one line, not waiting forever."""
+    cfg = charts(count=2, libraries={"vegalite": 1.0}, held_out=["magazine"])
+    draw_chart(cfg, 0)
+    with get_context("fork").Pool(1) as pool:
+        with pytest.raises(RuntimeError, match="which this one was forked from"):
+            pool.apply_async(draw_chart, (cfg, 1)).get(timeout=120)
 
 
 def test_libraries_draw_their_shares_each_in_its_themes():

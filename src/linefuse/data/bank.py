@@ -92,7 +92,10 @@ def build_bank(params: Params, workers: int) -> Path:
             txn.put(b"params", charts.model_dump_json().encode())
             done = _count(txn)
         tasks = list(range(done, total))
-        drawn = ordered_map(partial(_draw, charts), tasks, workers, desc="bank", unit="chart")
+        # workers from a fresh interpreter, as generate's (a Vega-Lite chart's runtime is no fork's)
+        drawn = ordered_map(
+            partial(_draw, charts), tasks, workers, "bank", "chart", start="forkserver"
+        )
         _write(env, zip(tasks, drawn, strict=True), total)
     finally:
         env.close()

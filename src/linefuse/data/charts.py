@@ -688,9 +688,12 @@ def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
 
 
 def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
-    """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count."""
+    """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count. The
+    workers start from a fresh interpreter: forked from a process that has drawn a Vega-Lite
+    chart, they would wait forever on vl-convert's runtime, whose thread a fork does not copy."""
     job = partial(_write_chart, cfg, Path(out_dir))
-    for _ in ordered_map(job, list(range(cfg.count)), workers, desc="generate", unit="chart"):
+    tasks = list(range(cfg.count))
+    for _ in ordered_map(job, tasks, workers, "generate", "chart", start="forkserver"):
         pass
     return cfg.count
 

@@ -14,6 +14,7 @@ its anchor along its axis.
 from __future__ import annotations
 
 import io
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -50,6 +51,20 @@ Y_MARGIN = 0.05  # of the data's range above and below, as matplotlib's default 
 # labels reads (data/labels.py's alphabet)
 LOCALE = {"decimal": ".", "thousands": "", "grouping": [3], "currency": ["$", ""]}
 ORIGIN = re.compile(r'transform="translate\(([-0-9.e]+),([-0-9.e]+)\)"')
+_RUNTIME = {"pid": None}  # the process whose vl-convert runtime drew (one per process)
+
+
+def _runtime_is_this_process() -> None:
+    """vl-convert draws on a runtime thread of the process that first called it, which a fork
+    does not copy: a process forked after its parent drew would wait on it forever. Such a
+    process gets one line instead (start its workers with forkserver, as generate does)."""
+    started = _RUNTIME["pid"]
+    if started is not None and started != os.getpid():
+        raise RuntimeError(
+            f"vl-convert's runtime runs in process {started}, which this one was forked from; "
+            "it cannot draw here: start the workers with forkserver (ordered_map's start)"
+        )
+    _RUNTIME["pid"] = os.getpid()
 
 
 @lru_cache
@@ -165,6 +180,7 @@ def render(plan) -> tuple[np.ndarray, dict]:
     from linefuse.data.charts import _bundled_file
 
     _bundled_file(plan.font)
+    _runtime_is_this_process()
     _fonts()
     chart = spec(plan)
     theme = None if plan.style == "default" else plan.style
