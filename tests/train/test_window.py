@@ -261,6 +261,26 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     assert f"| 1 | {row['date']} | {row['device']} |" in card and "make base-window" in card
 
 
+def test_a_window_already_in_the_ledger_is_refused_in_one_line_before_scoring(
+    tmp_path, monkeypatch, capsys
+):
+    """base-land on a window the ledger holds: one line naming it and its date, nothing scored,
+    the ledger unchanged."""
+    windows, window = tmp_path / "base_windows", tmp_path / "4"
+    windows.mkdir(), window.mkdir()
+    ledger = {"init_pairs": 1000, "windows": [{"window": 4, "date": "2026-11-27"}]}
+    (windows / "ledger.json").write_text(json.dumps(ledger))
+    (window / "record.json").write_text(json.dumps({"stable_state": {"windows": 4}}))
+    (window / paths.WINDOW_STATE_FILE).write_bytes(b"")
+    monkeypatch.setattr(paths, "BASE_WINDOWS_DIR", windows)
+    monkeypatch.setattr(base_window, "score_window", pytest.fail)
+    write_params(tmp_path, window_params())
+    assert run_cli(tmp_path, "base-land", "4") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is window 4, landed on 2026-11-27" in line and "nothing to do" in line
+    assert json.loads((windows / "ledger.json").read_text()) == ledger
+
+
 def test_a_setting_measured_on_one_gpu_holds_for_another_on_its_die():
     h100 = {"batch": 4096, "compiled": True}
     tuned = {"NVIDIA H100 80GB HBM3": h100, "CPU Intel(R) Xeon(R)": {"batch": 64}}

@@ -150,15 +150,22 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
             "the OUT folder make base-window wrote"
         )
     record = json.loads(record_path.read_text())
+    ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
+    ledger = json.loads(ledger_path.read_text())
+    number = record["stable_state"]["windows"]
+    landed = [row for row in ledger["windows"] if row["window"] == number]
+    if landed:  # before scoring: landing it again would pair the shipped weights with themselves
+        raise UserError(
+            f"{window} is window {number}, landed on {landed[0]['date']} ({ledger_path}); "
+            "nothing to do: pass the OUT folder of a window that is not in the ledger"
+        )
     device = choose_device(params.compute.device).value
     offered = window / paths.WINDOW_CANDIDATE_DIR
     scores = score_window(params, offered, device, workers)
-    ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
-    ledger = json.loads(ledger_path.read_text())
     ships = scores["verdict"]["ships"]
     ledger["windows"].append(
         {
-            "window": record["stable_state"]["windows"],
+            "window": number,
             "date": record.get("date") or time.strftime("%Y-%m-%d"),
             "device": record["gpu"] or record["device"],
             "minutes": record["minutes"],
