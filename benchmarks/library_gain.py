@@ -31,8 +31,8 @@ p = load_params("params.yaml")
 index = pl.read_parquet(paths.IMAGES_PARQUET)
 lib = {r["id"]: r["library"] for r in index.iter_rows(named=True)}
 held = set(p.data.charts.held_out)
-adapted = Restorer(p, paths.adapter("hard"), "cpu")
-base = Restorer(p, None, "cpu")
+adapted = Restorer.from_params(p, paths.adapter("hard"), "cpu")
+base = Restorer.from_params(p, None, "cpu")
 out = {}
 t0 = time.time()
 for library in ("plotnine", "vegalite", "matplotlib"):
