@@ -17,6 +17,7 @@ uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -35,8 +36,8 @@ from linefuse.data.chart_style import (
     plan_grid,
     plan_layout,
 )
-from linefuse.params.data import ChartParams, chart_pixels
-from linefuse.stage import ordered_map
+from linefuse.params.data import LIBRARY_PACKAGES, ChartParams, chart_pixels
+from linefuse.stage import UserError, ordered_map
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -130,6 +131,21 @@ def choose_library(cfg: ChartParams, index: int) -> tuple[str, str]:
     library = names[min(int(place), len(names) - 1)]
     themes = library_themes(library)
     return library, themes[int(rng.integers(len(themes)))] if themes else ""
+
+
+def require_libraries(libraries: dict[str, float], key: str) -> None:
+    """Every library with a share must be importable where its charts are drawn; one line names
+    any that is not, before a worker starts (a GPU machine gets plotnine from `make wheels`)."""
+    missing = [
+        f"{name} (package {LIBRARY_PACKAGES[name]})"
+        for name, share in libraries.items()
+        if share > 0 and importlib.util.find_spec(LIBRARY_PACKAGES[name]) is None
+    ]
+    if missing:
+        raise UserError(
+            f"{key}: {', '.join(missing)} is not installed on this machine; install the project "
+            "here (make install), carry its wheels to a GPU machine (make wheels), or drop it"
+        )
 
 
 def library_themes(library: str) -> tuple[str, ...]:
@@ -691,6 +707,7 @@ def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
     """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count. The
     workers start from a fresh interpreter: forked from a process that has drawn a Vega-Lite
     chart, they would wait forever on vl-convert's runtime, whose thread a fork does not copy."""
+    require_libraries(cfg.libraries, "data.charts.libraries")
     job = partial(_write_chart, cfg, Path(out_dir))
     tasks = list(range(cfg.count))
     for _ in ordered_map(job, tasks, workers, "generate", "chart", start="forkserver"):

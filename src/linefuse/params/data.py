@@ -22,8 +22,10 @@ BASE_FIXED_CHART_KEYS = (
     "libraries",
 )
 # The plotting libraries that draw charts, each through its own API (data/charts.py for
-# matplotlib, data/plotnine_charts.py, data/vega_charts.py)
-LIBRARIES = ("matplotlib", "plotnine", "vegalite")
+# matplotlib, data/plotnine_charts.py, data/vega_charts.py), and the package each imports where
+# its charts are drawn
+LIBRARY_PACKAGES = {"matplotlib": "matplotlib", "plotnine": "plotnine", "vegalite": "vl_convert"}
+LIBRARIES = tuple(LIBRARY_PACKAGES)
 
 
 def chart_pixels(inches: float, dpi: float) -> int:
