@@ -66,11 +66,13 @@ base-window:
 	  --out $(OUT) --started-at $$started
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
-# scikit-image ...) lacks for a base window, at requirements.lock's pins, as wheels in .whl/
-# (git-ignored), carried to the GPU machine with the working tree.
+# pandas, scipy, statsmodels, scikit-image ...) lacks for a base window, at requirements.lock's
+# pins, as wheels in .whl/ (git-ignored), carried to the GPU machine with the working tree:
+# plotnine and mizani too, so that a bank with plotnine in base.libraries draws there (about
+# 1.5 MB; vl-convert's 33 MB wheel does not travel: the working tree carries 64 MiB at most).
 GPU_PYTHON ?= 3.12
 GPU_WHEELS := diffusers peft pydantic pydantic_core annotated-types typing-inspection \
-  typing_extensions lmdb kornia kornia_rs importlib_metadata zipp
+  typing_extensions lmdb kornia kornia_rs importlib_metadata zipp plotnine mizani
 wheels:
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
 	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

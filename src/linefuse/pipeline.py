@@ -186,6 +186,7 @@ STAGES = (
             "eval",
             "tiles",
             "data.source_dir",
+            "data.charts.held_out",  # which libraries are scored on the held-out split
             "degrade.levels",
             "degrade.domains",
             "train.curriculum",

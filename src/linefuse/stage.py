@@ -64,8 +64,13 @@ def work_done() -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def ordered_map(function: Callable, tasks: list, workers: int, desc: str, unit: str) -> Iterator:
-    """`function` over `tasks` in order, with a progress bar; forked workers when workers > 1.
+def ordered_map(
+    function: Callable, tasks: list, workers: int, desc: str, unit: str, start: str = "fork"
+) -> Iterator:
+    """`function` over `tasks` in order, with a progress bar; worker processes when workers > 1,
+    started by `start` (multiprocessing's start method): forked from this process, or with
+    "forkserver" from a fresh interpreter, for work whose libraries run threads that a fork does
+    not copy (vl-convert's runtime: a forked worker would wait on it forever).
 
     Results come back in task order whatever the worker count, which is what keeps outputs
     byte-identical between 1 and N workers.
@@ -73,7 +78,7 @@ def ordered_map(function: Callable, tasks: list, workers: int, desc: str, unit: 
     bar = tqdm(total=len(tasks), desc=desc, unit=unit, disable=None)
     with bar:
         if workers > 1 and len(tasks) > 1:
-            with get_context("fork").Pool(min(workers, len(tasks))) as pool:
+            with get_context(start).Pool(min(workers, len(tasks))) as pool:
                 for result in pool.imap(function, tasks, chunksize=1):
                     bar.update()
                     yield result

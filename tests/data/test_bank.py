@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
+import re
 from contextlib import chdir
 from pathlib import Path
 
@@ -16,12 +19,15 @@ from torch.utils.data import DataLoader
 
 from linefuse.data import bank
 from linefuse.data.charts import base_chart_params, draw_chart
+from linefuse.params.data import LIBRARIES, LIBRARY_PACKAGES
 from linefuse.params.full import load_params
 from linefuse.stage import UserError
 
-from conftest import run_cli, tiny_params, write_params
+from conftest import ROOT, run_cli, tiny_params, write_params
 
 CHARTS = 8
+# what a GPU image's python3 has (the Makefile's `make wheels` says so): the rest must travel
+GPU_IMAGE = {"matplotlib", "numpy", "pandas", "scipy", "statsmodels", "torch", "accelerate"}
 
 
 def bank_params(project: Path, **bank_keys) -> dict:
@@ -136,3 +142,33 @@ def test_a_missing_or_unfinished_bank_is_a_one_line_error(built, tmp_path):
         assert "\n" not in str(short.value)
     finally:
         bank_params(built)
+
+
+def test_a_bank_library_not_installed_is_one_line_before_anything_is_drawn(tmp_path, monkeypatch):
+    """A GPU machine without plotnine (no `make wheels`) is told so, not a worker's traceback."""
+    raw = bank_params(tmp_path)
+    raw["base"]["libraries"] = ["matplotlib", "plotnine"]
+    write_params(tmp_path, raw)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "plotnine" else real(name, *a)
+    )
+    with chdir(tmp_path), pytest.raises(UserError, match=r"base.libraries: plotnine .*make wheels"):
+        bank.build_bank(load_params("params.yaml"), workers=1)
+    assert not (tmp_path / ".linefuse").exists()
+
+
+def test_make_wheels_carries_every_library_the_bank_may_draw():
+    """What `make base-window` installs on a GPU machine: each library that base.libraries may
+    name (all but the held-out ones), with what it requires that a GPU image lacks."""
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^GPU_WHEELS := ((?:.*\\\n)*.*)$", makefile, re.M).group(1)
+    wheels = {name.lower().replace("_", "-") for name in listed.replace("\\", " ").split()}
+    params = load_params(ROOT / "params.yaml")
+    for library in set(LIBRARIES) - set(params.data.charts.held_out) - GPU_IMAGE:
+        needed = {library} | {
+            re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+            for requirement in importlib.metadata.requires(LIBRARY_PACKAGES[library])
+            if "extra ==" not in requirement
+        }
+        assert needed - GPU_IMAGE <= wheels, (library, needed - GPU_IMAGE - wheels)

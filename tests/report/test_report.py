@@ -176,6 +176,16 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, dvc_
     assert held_cells and len(_table(page, "Held-out PSNR gain")[2:]) == held_cells
     assert len(_table(page, "Held-out PSNR ")[2:-1]) == held_cells
     assert f"{held['summary'][f'psnr_gain_s{steps}']:+.2f} dB</div>" in page
+    # each plotting library: its split, images, gain and adapting with their intervals
+    steps_key = f"s{steps}"
+    rows = _table(page, "Each library on the split it is scored on")[1:]
+    assert [row[0][0] for row in rows] == list(report["libraries"])
+    for row, block in zip(rows, report["libraries"].values(), strict=True):
+        summary = block["summary"]
+        gain, low, high = (summary[f"psnr_gain_{steps_key}{end}"] for end in ("", "_low", "_high"))
+        assert row[1][0] == block["split"].replace("_", "-")
+        assert row[2][0] == str(summary["samples"])
+        assert row[3][0] == f"{gain:+.2f} ({low:+.2f} … {high:+.2f})"
     # chart_summary: one row per figure, its image count, medians and means as the detail has them
     model = f"model_s{steps}"
     for pooled, caption in (

@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import Dataset
 
 from linefuse import paths
-from linefuse.data.charts import base_chart_params, draw_chart
+from linefuse.data.charts import base_chart_params, draw_chart, require_libraries
 from linefuse.data.degrade import item_rng
 from linefuse.data.labels import encode, readable
 from linefuse.params.data import ChartParams, chart_pixels
@@ -83,6 +83,7 @@ def _count(txn) -> int:
 def build_bank(params: Params, workers: int) -> Path:
     """Draw the bank's missing charts, in index order on `workers` processes; returns its env."""
     charts, total = base_chart_params(params), params.base.bank.charts
+    require_libraries(charts.libraries, "base.libraries")
     folder = bank_dir(params)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -92,7 +93,10 @@ def build_bank(params: Params, workers: int) -> Path:
             txn.put(b"params", charts.model_dump_json().encode())
             done = _count(txn)
         tasks = list(range(done, total))
-        drawn = ordered_map(partial(_draw, charts), tasks, workers, desc="bank", unit="chart")
+        # workers from a fresh interpreter, as generate's (a Vega-Lite chart's runtime is no fork's)
+        drawn = ordered_map(
+            partial(_draw, charts), tasks, workers, "bank", "chart", start="forkserver"
+        )
         _write(env, zip(tasks, drawn, strict=True), total)
     finally:
         env.close()

@@ -10,12 +10,14 @@ adds `panels`, each panel's plot box.
 Every choice comes from one generator per chart index (`chart_rng`), so chart i is byte-identical
 for a given `data.charts` block whatever the worker count or chart count. Bytes are stable because
 the figure is drawn with the object-oriented API on an Agg canvas (no pyplot state), the rcParams
-start from matplotlib's defaults before the style sheet (a user's matplotlibrc changes nothing),
-text uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries no metadata.
+start from matplotlib's defaults before the style sheet (a user's matplotlibrc changes nothing,
+nor what the process drew before; plotnine's and Vega-Lite's charts start from them too), text
+uses fonts bundled with matplotlib, the pixel size is exact, and the PNG carries no metadata.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -34,8 +36,8 @@ from linefuse.data.chart_style import (
     plan_grid,
     plan_layout,
 )
-from linefuse.params.data import ChartParams, chart_pixels
-from linefuse.stage import ordered_map
+from linefuse.params.data import LIBRARY_PACKAGES, ChartParams, chart_pixels
+from linefuse.stage import UserError, ordered_map
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -118,6 +120,47 @@ def choose_style(rng: np.random.Generator, cfg: ChartParams) -> tuple[str, str]:
     return family, styles[int(rng.integers(len(styles)))]
 
 
+def choose_library(cfg: ChartParams, index: int) -> tuple[str, str]:
+    """(library, its theme; "" for matplotlib, whose looks are the style sheets) of chart `index`,
+    by the shares of data.charts.libraries, from a generator of its own: the chart's other draws
+    stay those of its index whatever the libraries (the bank's matplotlib charts stay as drawn)."""
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 1]))
+    names = list(cfg.libraries)
+    cumulative = np.cumsum(list(cfg.libraries.values()))
+    place = np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")
+    library = names[min(int(place), len(names) - 1)]
+    themes = library_themes(library)
+    return library, themes[int(rng.integers(len(themes)))] if themes else ""
+
+
+def require_libraries(libraries: dict[str, float], key: str) -> None:
+    """Every library with a share must be importable where its charts are drawn; one line names
+    any that is not, before a worker starts (a GPU machine gets plotnine from `make wheels`)."""
+    missing = [
+        f"{name} (package {LIBRARY_PACKAGES[name]})"
+        for name, share in libraries.items()
+        if share > 0 and importlib.util.find_spec(LIBRARY_PACKAGES[name]) is None
+    ]
+    if missing:
+        raise UserError(
+            f"{key}: {', '.join(missing)} is not installed on this machine; install the project "
+            "here (make install), carry its wheels to a GPU machine (make wheels), or drop it"
+        )
+
+
+def library_themes(library: str) -> tuple[str, ...]:
+    """The themes a library draws in (none for matplotlib: its style sheets are the families)."""
+    if library == "plotnine":
+        from linefuse.data import plotnine_charts
+
+        return plotnine_charts.THEMES
+    if library == "vegalite":
+        from linefuse.data import vega_charts
+
+        return vega_charts.THEMES
+    return ()
+
+
 @dataclass(frozen=True)
 class SeriesPlan:
     column: str
@@ -167,6 +210,7 @@ class ChartPlan:
     panels: tuple[PanelPlan, ...] = ()  # the panels after the first
     background: Background | None = None  # None: the style sheet's faces
     grid: GridStyle | None = None  # None: the style sheet's grid line style
+    library: str = "matplotlib"  # who draws it (data.charts.libraries); style is then its theme
     extra: dict = field(default_factory=dict)  # rcParams a test may add
 
 
@@ -190,9 +234,13 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
         more = _spectra_table(rng, cfg)
         panels.append(PanelPlan(more, _series_plans(rng, cfg, count=more.shape[1] - 1)))
     width, height, dpi = _canvas(cfg, inches, dpi, layout, size_px)
+    library, theme = choose_library(cfg, index)
+    if library != "matplotlib":  # its family is the library, its style the library's theme
+        family, style, layout, panels = library, theme, (1, 1), []
     return ChartPlan(
         family=family,
         style=style,
+        library=library,
         font=font,
         width=width,
         height=height,
@@ -360,13 +408,26 @@ def _style_rc(plan: ChartPlan) -> dict:
 def render_plan(plan: ChartPlan) -> tuple[np.ndarray, dict]:
     """(height, width, 3) uint8 RGB image and the sidecar dict of one planned chart: the style
     set up, the series plotted, the axes dressed, the figure laid out and drawn, and what it
-    drew measured back from the canvas."""
+    drew measured back from the canvas. Another library's chart is drawn by its adapter.
+
+    Every library draws from matplotlib's own defaults, whatever rcParams the process holds (a
+    user's matplotlibrc, a caller's changes): plotnine's themes leave some unset (cap styles,
+    snapping, text antialiasing) that would otherwise reach its pixels. Restored after."""
     import matplotlib
     import matplotlib.style
 
     _bundled_file(plan.font)
     with matplotlib.rc_context():
-        matplotlib.style.use(["default", plan.style])
+        matplotlib.style.use("default")
+        if plan.library == "plotnine":
+            from linefuse.data.plotnine_charts import render
+
+            return render(plan)
+        if plan.library == "vegalite":
+            from linefuse.data.vega_charts import render
+
+            return render(plan)
+        matplotlib.style.use(plan.style)
         matplotlib.rcParams.update(_style_rc(plan))
         rc = matplotlib.rcParams
         figure, canvas, axes = _blank_figure(plan, rc)
@@ -496,6 +557,7 @@ def _sidecar(plan: ChartPlan, axes: list, renderer, lines: list, note, height: i
         for s, line in zip(plan.series, lines, strict=True)
     ]
     sidecar = {
+        "library": plan.library,
         "family": plan.family,
         "style": plan.style,
         "font": plan.font,
@@ -642,18 +704,29 @@ def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
 
 
 def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
-    """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count."""
+    """Write chart_{i:05d}.png/.csv/.json for every index into out_dir; returns the count. The
+    workers start from a fresh interpreter: forked from a process that has drawn a Vega-Lite
+    chart, they would wait forever on vl-convert's runtime, whose thread a fork does not copy."""
+    require_libraries(cfg.libraries, "data.charts.libraries")
     job = partial(_write_chart, cfg, Path(out_dir))
-    for _ in ordered_map(job, list(range(cfg.count)), workers, desc="generate", unit="chart"):
+    tasks = list(range(cfg.count))
+    for _ in ordered_map(job, tasks, workers, "generate", "chart", start="forkserver"):
         pass
     return cfg.count
 
 
 def base_chart_params(params: Params) -> ChartParams:
     """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
-    the base's seed, and only the families the default data trains on."""
+    the base's seed, its own libraries (base.libraries, in equal shares) and only the families
+    the default data trains on."""
     charts = params.data.charts.with_overrides(params.base.chart_overrides)
     families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
+    libraries = {name: 1.0 / len(params.base.libraries) for name in params.base.libraries}
     return charts.model_copy(
-        update={"seed": params.base.chart_seed, "families": families, "held_out": []}
+        update={
+            "seed": params.base.chart_seed,
+            "families": families,
+            "held_out": [],
+            "libraries": libraries,
+        }
     )

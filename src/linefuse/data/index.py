@@ -2,8 +2,8 @@
 
 Each image gets a content-hash id; its split is decided from that hash alone, so adding images
 never moves old ones between splits. An image whose sidecar (`NAME.json`, as `generate` writes)
-names a family in `data.charts.held_out` goes to the `held_out` split instead: never trained on,
-scored apart. Bad files are rows in the rejects table, never a crash.
+names a family or a plotting library in `data.charts.held_out` goes to the `held_out` split
+instead: never trained on, scored apart. Bad files are rows in the rejects table, never a crash.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ IMAGES_SCHEMA = {
     "split": pl.String,
     "prompt": pl.String,
     "family": pl.String,
+    "library": pl.String,
 }
 REJECTS_SCHEMA = {"path": pl.String, "reason": pl.String, "detail": pl.String}
 
@@ -52,6 +53,7 @@ class Probe:
     bytes: int = 0
     prompt: str = ""
     family: str = ""
+    library: str = ""
     reason: str = ""
     detail: str = ""
 
@@ -70,14 +72,16 @@ def split_for(image_id: str, ratios: SplitRatios) -> str:
     return "test"
 
 
-def _family(sidecar: Path) -> str:
-    """The chart family a sidecar names; "" when there is none or it is not a JSON object (a
-    user's folder may hold other .json files)."""
+def _drawn_by(sidecar: Path) -> tuple[str, str]:
+    """(family, library) a chart's sidecar names; "" for each it does not or when it is not a
+    JSON object (a user's folder may hold other .json files)."""
     try:
-        found = json.loads(sidecar.read_bytes()).get("family", "")
+        found = json.loads(sidecar.read_bytes())
+        named = (found.get("family", ""), found.get("library", ""))
     except (OSError, ValueError, AttributeError):
-        return ""
-    return found if isinstance(found, str) else ""
+        return "", ""
+    family, library = (name if isinstance(name, str) else "" for name in named)
+    return family, library
 
 
 def probe(task: tuple[Path, Path, int, int]) -> Probe:
@@ -116,6 +120,7 @@ def probe(task: tuple[Path, Path, int, int]) -> Probe:
         return Probe(rel, reason="truncated" if truncated else "corrupt", detail=message)
     sidecar = path.with_suffix(".txt")
     prompt = sidecar.read_text(errors="replace").strip() if sidecar.is_file() else ""
+    family, library = _drawn_by(path.with_suffix(".json"))
     return Probe(
         rel,
         id=content_id(data),
@@ -125,7 +130,8 @@ def probe(task: tuple[Path, Path, int, int]) -> Probe:
         mode=image.mode,
         bytes=len(data),
         prompt=prompt,
-        family=_family(path.with_suffix(".json")),
+        family=family,
+        library=library,
     )
 
 
@@ -160,10 +166,11 @@ def build_index(params: DataParams, workers: int = 1) -> tuple[pl.DataFrame, pl.
                     "mode": found.mode,
                     "bytes": found.bytes,
                     "split": "held_out"
-                    if found.family in params.charts.held_out
+                    if {found.family, found.library} & set(params.charts.held_out)
                     else split_for(found.id, params.split),
                     "prompt": found.prompt,
                     "family": found.family,
+                    "library": found.library,
                 }
             )
     return pl.DataFrame(kept, schema=IMAGES_SCHEMA), pl.DataFrame(rejects, schema=REJECTS_SCHEMA)
@@ -173,10 +180,12 @@ def index_metrics(images: pl.DataFrame, rejects: pl.DataFrame) -> dict:
     by_reason = Counter(rejects["reason"].to_list())
     by_split = Counter(images["split"].to_list())
     by_family = Counter(family for family in images["family"].to_list() if family)
+    by_library = Counter(library for library in images["library"].to_list() if library)
     return {
         "kept": images.height,
         "rejected": rejects.height,
         "rejected_by_reason": dict(sorted(by_reason.items())),
         "split": {name: by_split.get(name, 0) for name in SPLITS},
         "family": dict(sorted(by_family.items())),
+        "library": dict(sorted(by_library.items())),
     }

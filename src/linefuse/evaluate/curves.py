@@ -74,6 +74,7 @@ class ChartTruth:
     boxes: tuple[tuple[float, float, float, float], ...] = ()
     lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = ()
     labels: tuple[Label, ...] = ()
+    library: str = ""  # the plotting library that drew it ("" when the sidecar names none)
 
 
 def read_truth(png_path: Path | str) -> ChartTruth | None:
@@ -108,7 +109,7 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
         )
         labels = tuple(
             Label(str(label["text"]), tuple(float(v) for v in label["box"]))
-            for label in sidecar.get("tick_labels", [])
+            for label in sidecar.get("tick_labels") or []
         )
         if any(len(label.box) != 4 for label in labels):
             raise ValueError("a tick label's box needs four numbers")
@@ -126,6 +127,7 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             boxes=boxes,
             lines=lines,
             labels=labels,
+            library=str(sidecar.get("library", "")),
         )
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, StopIteration):
         return None

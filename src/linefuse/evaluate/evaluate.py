@@ -12,7 +12,8 @@ the input. A centred tile of a few images per cell is also restored at every ste
 Charts also get LineFuse's peak-position and integral errors, and the first `eval.ocr.max_images`
 of each cell the legibility of their tick labels: Tesseract's character error rate on the input,
 the model and the sharp chart (evaluate/ocr.py), pooled per level (ocr_cer) and per cell (the
-chart block's ocr_cer). The held-out chart families get the same tables apart.
+chart block's ocr_cer). The held-out chart families get the same tables apart, and so does each
+plotting library that drew charts, on the split it is scored on.
 
 This module is the stage: which pairs, which restorers, the loop over levels and splits.
 scoring.py scores each pair, tables.py makes the blocks of reports/eval_detail.json (keys such as
@@ -43,7 +44,7 @@ from linefuse.evaluate.metrics import psnr
 from linefuse.evaluate.outputs import write_outputs
 from linefuse.evaluate.scoring import Scores, first_per_domain, score_level, scoring_map
 from linefuse.evaluate.scoring import sweep_level as score_sweep
-from linefuse.evaluate.tables import few_step, sweep, tables
+from linefuse.evaluate.tables import by_library, few_step, sweep, tables
 from linefuse.hardware import Choice, cpu_model
 from linefuse.inference.model import domain_adapters
 from linefuse.inference.restorer import Restorer
@@ -211,7 +212,8 @@ def _detail(
     scored: dict[str, Scores], swept: Scores, models: _Models, params: Params, device: Choice
 ) -> dict:
     """reports/eval_detail.json: the test split's tables, the sweep and its few-step comparison,
-    the held-out split's tables, and the machine that timed it all."""
+    the held-out split's tables, each plotting library's (`libraries`), and the machine that
+    timed it all."""
     steps, counts = params.eval.steps, params.eval.sweep.steps
     detail = tables(scored["test"], params)
     detail["sweep"] = sweep(swept, models.sweep.seconds_per_megapixel, counts)
@@ -219,6 +221,8 @@ def _detail(
         detail["few_step"] = few
     if scored["held_out"].cells:
         detail["held_out"] = tables(scored["held_out"], params)
+    if libraries := by_library(scored, params):
+        detail["libraries"] = libraries
     # the timings above are this machine's: name it beside them
     detail["machine"] = {
         # whole images, tiled: what `linefuse restore` costs here

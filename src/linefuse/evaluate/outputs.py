@@ -11,7 +11,10 @@ file's key order in its columns):
   mean PSNR gain over the base alone (no adapter), with its interval;
 - worst_cell_gain_db: the smallest cell gain; sharp_worst_psnr: the model's worst PSNR on a chart
   that was sharp already (what a restoration must not harm);
-- held_out.*: the same for the held-out chart families (when there are any);
+- held_out.*: the same for the held-out split (when there is one), but its worst cell;
+- lib.<library> (gain_db, adapt_gain_db, ocr_cer): each plotting library's mean gain, what
+  adapting bought on it and its tick labels' error rate after the model, on the test split, or
+  the held-out split for a held-out library (eval_detail.json's `libraries`: intervals, counts);
 - domain_gain_db.<domain>: the mean over its levels of each cell's mean gain;
 - few_step_shortfall_db: on the sweep's tiles, the PSNR the fewest steps (<= 4) lose against the
   most steps swept;
@@ -85,6 +88,19 @@ def _split_headline(block: dict, steps: int) -> dict:
     return {key: value for key, value in named.items() if value is not None}
 
 
+def _library_headline(block: dict, steps: int) -> dict:
+    """gain_db, adapt_gain_db and the model's tick-label error rate (the mean over levels) of one
+    library's tables; a figure it has not (labels not read) left out."""
+    summary = block.get("summary", {})
+    rates = [rate.get(f"model_s{steps}") for rate in block.get("ocr_cer", {}).values()]
+    named = {
+        "gain_db": summary.get(f"psnr_gain_s{steps}"),
+        "adapt_gain_db": summary.get(f"adapt_gain_s{steps}"),
+        "ocr_cer": round(float(np.mean(rates)), 4) if rates and None not in rates else None,
+    }
+    return {key: value for key, value in named.items() if value is not None}
+
+
 def _by_method(pairs: dict, steps: int) -> dict | None:
     """{input, model} of a {input, model_sN, ...} entry; None when either is missing."""
     out = {"input": pairs.get("input"), "model": pairs.get(f"model_s{steps}")}
@@ -96,7 +112,10 @@ def headline(detail: dict, params: Params) -> dict:
     steps = params.eval.steps
     out = _split_headline(detail, steps)  # the mean gain first: dvc exp show keeps this order
     if held := _split_headline(detail.get("held_out", {}), steps):
+        held.pop("worst_cell_gain_db", None)  # in the detail: the 40 leaves hold the libraries'
         out["held_out"] = held
+    if libraries := detail.get("libraries"):
+        out["lib"] = {name: _library_headline(b, steps) for name, b in libraries.items()}
     gains = detail.get(f"psnr_gain_s{steps}", {})
     out["domain_gain_db"] = {
         domain: round(float(np.mean([cell["mean"] for cell in by_level.values()])), 4)

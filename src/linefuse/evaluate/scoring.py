@@ -40,12 +40,35 @@ def _lists() -> defaultdict:
 class Cell:
     """One domain x level's per-image scores: PSNR and SSIM per method; the line-fidelity figures
     of the input, the model and the sharp image (chart[method][figure]); and the tick labels'
-    readings of the same three as (edits, characters, labels), edits None where not read."""
+    readings of the same three as (edits, characters, labels), edits None where not read; the
+    plotting library that drew each image (`libraries`) and each read one (`ocr_libraries`), ""
+    for an image without a sidecar."""
 
     psnr: dict[str, list[float]] = field(default_factory=_lists)
     ssim: dict[str, list[float]] = field(default_factory=_lists)
     chart: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(_lists))
     ocr: dict[str, list[tuple]] = field(default_factory=_lists)
+    libraries: list[str] = field(default_factory=list)
+    ocr_libraries: list[str] = field(default_factory=list)
+
+    def of_library(self, library: str) -> Cell:
+        """The same cell kept to the images `library` drew."""
+        mine = [i for i, name in enumerate(self.libraries) if name == library]
+        read = [i for i, name in enumerate(self.ocr_libraries) if name == library]
+        return Cell(
+            psnr=defaultdict(list, {n: [v[i] for i in mine] for n, v in self.psnr.items()}),
+            ssim=defaultdict(list, {n: [v[i] for i in mine] for n, v in self.ssim.items()}),
+            chart=defaultdict(
+                _lists,
+                {
+                    n: defaultdict(list, {f: [v[i] for i in mine] for f, v in by.items()})
+                    for n, by in self.chart.items()
+                },
+            ),
+            ocr=defaultdict(list, {n: [v[i] for i in read] for n, v in self.ocr.items()}),
+            libraries=[library] * len(mine),
+            ocr_libraries=[library] * len(read),
+        )
 
 
 @dataclass
@@ -61,8 +84,30 @@ class Scores:
     sharp_shown: dict = field(default_factory=dict)  # where it shows the curve
     sharp_ocr: dict = field(default_factory=dict)  # its sharp image's tick-label reading
 
+    sharp_library: dict = field(default_factory=dict)  # the library that drew it
+
     def cell(self, domain: str, level: str) -> Cell:
         return self.cells.setdefault(domain, {}).setdefault(level, Cell())
+
+    def of_library(self, library: str) -> Scores:
+        """These scores kept to the images `library` drew (cells it has no image in left out)."""
+        cells = {
+            domain: {level: cell.of_library(library) for level, cell in by_level.items()}
+            for domain, by_level in self.cells.items()
+        }
+        cells = {
+            domain: {level: cell for level, cell in by_level.items() if cell.libraries}
+            for domain, by_level in cells.items()
+        }
+        mine = [self.sharp_library.get(image_id) == library for image_id in self.sharp]
+        return Scores(
+            cells={domain: by_level for domain, by_level in cells.items() if by_level},
+            sharp_psnr=[v for v, keep in zip(self.sharp_psnr, mine, strict=True) if keep],
+        )
+
+    def libraries(self) -> list[str]:
+        """The libraries that drew this split's images, in the order first scored."""
+        return [name for name in dict.fromkeys(self.sharp_library.values()) if name]
 
 
 class PairScores(NamedTuple):
@@ -238,6 +283,10 @@ def score_level(
     for task, labels, result in zip(tasks, ticks, results, strict=True):
         blurred, sharp, meta, own = task[:4]
         cell = scores.cell(meta["domain"], level)
+        truth = truths.get(meta["image_id"])
+        library = truth.library if truth is not None else ""
+        scores.sharp_library.setdefault(meta["image_id"], library)
+        cell.libraries.append(library)
         for name, value in result.psnr.items():
             cell.psnr[name].append(value)
             cell.ssim[name].append(result.ssim[name])
@@ -264,6 +313,7 @@ def _record_ticks(
     errors = errors | {"sharp": sharp_ocr[meta["image_id"]]}
     for name in ("input", model, "sharp"):
         cell.ocr[name].append(errors[name])
+    cell.ocr_libraries.append(cell.libraries[-1])
 
 
 def _centre(image: np.ndarray, size: int) -> np.ndarray:

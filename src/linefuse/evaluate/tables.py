@@ -92,6 +92,18 @@ def tables(scores: Scores, params: Params) -> dict:
     return report
 
 
+def by_library(scored: dict[str, Scores], params: Params) -> dict:
+    """Each plotting library's tables on the split it is scored on: the test split for a library
+    the default data trains on, the held-out split for one held out (data.charts.held_out)."""
+    held = set(params.data.charts.held_out)
+    return {
+        library: {"split": split} | tables(scores.of_library(library), params)
+        for split, scores in scored.items()
+        for library in scores.libraries()
+        if (library in held) == (split == "held_out")
+    }
+
+
 def _cell_intervals(values: dict, params: Params) -> dict:
     """Each cell's sample count, mean and bootstrap interval of its per-image values."""
     interval, seed = params.eval.interval, params.eval.seed

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from linefuse.params import KeyedError, PositiveInt, Probability, Strict, cross_check
+from linefuse.params.data import LIBRARIES
 from linefuse.params.degrade import (
     CompressionLevel,
     GaussianLevel,
@@ -71,6 +72,7 @@ class BaseParams(Strict):
     init: str | None  # None: from scratch; else the UNet (shipped or a folder) training starts from
     text: TextLossParams
     chart_seed: int
+    libraries: Annotated[list[str], Field(min_length=1)]  # what the bank draws with
     chart_overrides: dict[str, Any]  # data.charts keys, the base's wider ranges
     charts: PositiveInt
     units_per_chart: PositiveInt
@@ -130,6 +132,17 @@ def base_charts_are_not_the_default_data(params) -> None:
             f"{params.base.chart_seed} is data.charts.seed: the base would train on the "
             "default test charts; give it another seed",
         )
+    charts = params.data.charts
+    for library in params.base.libraries:
+        if library not in LIBRARIES:
+            raise KeyedError(
+                "base.libraries", f"{library!r} is not a library; accepts {', '.join(LIBRARIES)}"
+            )
+        if library in charts.held_out:
+            raise KeyedError(
+                "base.libraries",
+                f"{library!r} is held out (data.charts.held_out): the base must never see it",
+            )
     smallest = min(params.data.charts.with_overrides(params.base.chart_overrides).smallest_chart())
     if params.base.crop > smallest:
         raise KeyedError(

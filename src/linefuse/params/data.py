@@ -13,7 +13,19 @@ from linefuse.params import KeyedError, Probability, Strict, key_and_message, va
 
 # data.charts keys the base's overrides may not change: its seed is base.chart_seed, and it
 # never draws a held-out family's style sheet
-BASE_FIXED_CHART_KEYS = ("count", "seed", "families", "held_out", "held_out_fraction")
+BASE_FIXED_CHART_KEYS = (
+    "count",
+    "seed",
+    "families",
+    "held_out",
+    "held_out_fraction",
+    "libraries",
+)
+# The plotting libraries that draw charts, each through its own API (data/charts.py for
+# matplotlib, data/plotnine_charts.py, data/vega_charts.py), and the package each imports where
+# its charts are drawn
+LIBRARY_PACKAGES = {"matplotlib": "matplotlib", "plotnine": "plotnine", "vegalite": "vl_convert"}
+LIBRARIES = tuple(LIBRARY_PACKAGES)
 
 
 def chart_pixels(inches: float, dpi: float) -> int:
@@ -57,9 +69,12 @@ class ChartParams(Strict):
     points: Annotated[int, Field(ge=16)]
     peaks: value_range(int, 1, 50)
     noise: Annotated[float, Field(ge=0.0, le=0.2)]
+    libraries: dict[str, Annotated[float, Field(gt=0.0, le=1.0)]]  # library: share of charts
     families: dict[str, list[str]]  # family name: matplotlib style sheets
-    held_out: list[str]  # families never trained on (the index routes them to held_out)
-    held_out_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]
+    held_out: list[
+        str
+    ]  # families and libraries never trained on (the index routes them to held_out)
+    held_out_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]  # of matplotlib's charts
     fonts: list[str]
     width_in: value_range(float, 0.5, 40.0)
     height_in: value_range(float, 0.5, 40.0)
@@ -146,17 +161,34 @@ class ChartParams(Strict):
                 raise ValueError(f"unknown marker {marker!r}; accepts {' '.join(accepted)}")
         return markers
 
+    @field_validator("libraries")
+    @classmethod
+    def _known_libraries(cls, libraries: dict[str, float]) -> dict[str, float]:
+        unknown = [name for name in libraries if name not in LIBRARIES]
+        if not libraries or unknown:
+            what = f"{unknown[0]!r} is not a library LineFuse draws with" if unknown else "empty"
+            raise ValueError(f"{what}; accepts {', '.join(LIBRARIES)}")
+        if abs(sum(libraries.values()) - 1.0) > 1e-6:
+            raise ValueError(f"the shares must sum to 1, got {sum(libraries.values()):g}")
+        return libraries
+
     @model_validator(mode="after")
     def _held_out_families(self) -> ChartParams:
+        named = [*self.families, *LIBRARIES]
         for name in self.held_out:
-            if name not in self.families:
+            if name not in named:
                 raise KeyedError(
                     "data.charts.held_out",
-                    f"{name!r} is not a family in data.charts.families; accepts "
-                    f"{', '.join(self.families)}",
+                    f"{name!r} is neither a family in data.charts.families nor a library; "
+                    f"accepts {', '.join(named)}",
                 )
         if len(set(self.held_out)) != len(self.held_out):
-            raise KeyedError("data.charts.held_out", "lists a family twice")
+            raise KeyedError("data.charts.held_out", "lists a name twice")
+        if not set(self.libraries) - set(self.held_out):
+            raise KeyedError(
+                "data.charts.held_out",
+                "holds out every library of data.charts.libraries; leave one to train on",
+            )
         if not set(self.families) - set(self.held_out):
             raise KeyedError(
                 "data.charts.held_out",

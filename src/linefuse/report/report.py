@@ -42,7 +42,17 @@ INPUTS = [EVAL_DETAIL, BY_DOMAIN_CSV, BY_STEPS_CSV, SAMPLES_PNG]
 SECTIONS = ["data", "degrade", "shards", "model", "embed", "optim", "pretrain", "train", "eval"]
 PACKAGES = ["linefuse", "torch", "diffusers", "peft", "numpy", "scikit-image"]
 # the detail's blocks with tables of their own (and the gain blocks); the rest are summary cards
-TABLED = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
+TABLED = {
+    "psnr",
+    "ssim",
+    "chart",
+    "chart_summary",
+    "ocr_cer",
+    "sweep",
+    "summary",
+    "held_out",
+    "libraries",
+}
 GAIN_BLOCK = re.compile(r"(psnr|adapt)_gain_s\d+")
 GROUP_LABELS = dict(
     input="blurred", classical="classical baselines", model="model · sN = N DDIM steps"
@@ -229,6 +239,35 @@ def chart_summary_table(block: dict, steps: int) -> dict:
         for figure, entry in sorted(block.items())
     ]
     return {"labels": [method_label(n) for n in names], "rows": rows}
+
+
+def library_rows(libraries: dict, steps: int) -> list[dict]:
+    """The detail's `libraries`: per plotting library, the split it is scored on, its images,
+    the mean gain and what adapting bought (each with its interval), the tick labels' error rate
+    of the input and the model (the mean over levels; None where not read) and the worst sharp
+    chart through the model."""
+
+    def rate(block: dict, name: str) -> float | None:
+        rates = [level.get(name) for level in block.get("ocr_cer", {}).values()]
+        return sum(rates) / len(rates) if rates and None not in rates else None
+
+    rows = []
+    for library, block in libraries.items():
+        summary = block.get("summary", {})
+        rows.append(
+            {
+                "library": library,
+                "split": block["split"].replace("_", "-"),
+                "samples": summary.get("samples"),
+                "gain": [summary.get(f"psnr_gain_s{steps}{end}") for end in ("", "_low", "_high")],
+                "adapt": [
+                    summary.get(f"adapt_gain_s{steps}{end}") for end in ("", "_low", "_high")
+                ],
+                "cer": [rate(block, "input"), rate(block, f"model_s{steps}")],
+                "sharp": block.get("sharp", {}).get(f"min_psnr_s{steps}"),
+            }
+        )
+    return rows
 
 
 def _gain_cells(cell: dict) -> list[tuple]:
@@ -485,6 +524,7 @@ def render(report: dict, by_steps: list, png: bytes, params: Params, params_path
         blocks=summary_blocks(report),
         ssim=score_grid(report.get("ssim", {}), axes, 4, "SSIM", "0–1"),
         held_out=held,
+        libraries=library_rows(report.get("libraries", {}), axes.steps),
         chart=chart_grid(report.get("chart", {}), axes),
         ocr=ocr_grid(report.get("ocr_cer", {}), axes),
         steps=steps_table(by_steps, report.get("sweep", {})),
