@@ -19,6 +19,7 @@ import yaml
 
 from linefuse.data.charts import base_chart_params, draw_chart, generate, plan_chart
 from linefuse.data.layout import EMBEDDINGS_MANIFEST, SHARD_MANIFEST
+from linefuse.evaluate.base_window import drawn_params
 from linefuse.params import ParamsError
 from linefuse.params.data import LIBRARIES
 from linefuse.params.full import parse_params
@@ -184,6 +185,16 @@ def test_libraries_draw_their_shares_each_in_its_themes():
     # the bank draws matplotlib alone, so its charts are those it always drew
     bank = base_chart_params(parse_params(yaml.safe_load((ROOT / "params.yaml").read_text())))
     assert {plan_chart(bank, i).library for i in range(100)} == {"matplotlib"}
+
+
+def test_a_window_is_scored_on_every_library_the_held_out_one_included():
+    """The drawn-unlike set a new base must not lose on (base-land) draws the default libraries,
+    so a window is judged on the held-out renderer it never trains on, as on the others."""
+    params = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    drawn = drawn_params(params)
+    libraries = {plan_chart(drawn.data.charts, i).library for i in range(drawn.base.score_charts)}
+    assert libraries == set(params.data.charts.libraries)
+    assert set(params.data.charts.held_out) & libraries
 
 
 def test_the_held_out_library_reaches_no_training_path(trained_project):
