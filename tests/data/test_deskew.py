@@ -14,9 +14,9 @@ from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.params.full import load_params
 
-from conftest import ROOT
+from conftest import ROOT, matplotlib_charts
 
-CHARTS = load_params(ROOT / "params.yaml").data.charts
+CHARTS = matplotlib_charts(load_params(ROOT / "params.yaml").data.charts)
 FRAMED = [2, 6]  # a default chart with a full frame (plain) and one with two spines (classic)
 
 

@@ -16,7 +16,7 @@ from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer, shrink_change
 from linefuse.params.full import load_params, parse_params
 
-from conftest import ROOT, tiny_params
+from conftest import ROOT, matplotlib_charts, tiny_params
 
 
 def test_shrink_soft_thresholds_the_change():
@@ -89,7 +89,7 @@ def test_restore_image_straightens_a_turned_chart_first():
     restorer = Restorer.from_params(
         params, None, "cpu", base_dir=ROOT / "src/linefuse/zoo/chart-base"
     )
-    sharp, _, _ = draw_chart(load_params(ROOT / "params.yaml").data.charts, 6)
+    sharp, _, _ = draw_chart(matplotlib_charts(load_params(ROOT / "params.yaml").data.charts), 6)
     turned = ndimage.rotate(sharp, 3.0, reshape=False, order=1, mode="nearest")
     straight = straighten(turned, "always")
     restored = restorer.restore_image(turned, 1, deskew="auto")

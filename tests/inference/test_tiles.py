@@ -17,7 +17,7 @@ from linefuse.inference.restorer import Restorer
 from linefuse.inference.tiles import boxes, restore_tiled, starts, window
 from linefuse.params.full import load_params
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, matplotlib_charts, run_cli
 
 
 @pytest.mark.parametrize("length", [1, 47, 48, 49, 100, 161, 2048])
@@ -56,7 +56,7 @@ def test_an_identity_restorer_gives_the_input_back_exactly():
 
 
 def _chart(seed: int, params, size_px: tuple[int, int] = (192, 144)) -> np.ndarray:
-    return draw_chart(params.data.charts, seed, size_px=size_px)[0]
+    return draw_chart(matplotlib_charts(params.data.charts), seed, size_px=size_px)[0]
 
 
 def _seams(length: int, tile: int, overlap: int) -> np.ndarray:

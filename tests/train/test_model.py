@@ -107,8 +107,8 @@ def test_lora_trains_a_small_fraction_of_the_unet(lora):
     assert trainable == expected > 0
     assert total == base_total + trainable
     assert all("lora_" in n for n, p in model.named_parameters() if p.requires_grad)
-    # LoRA trains at most a tenth of the base's parameters (params.yaml's defaults)
-    assert trainable / base_total <= 0.10
+    # LoRA trains at most a fifth of the base's parameters (params.yaml's rank 16 on every block)
+    assert trainable / base_total <= 0.20
 
 
 def test_lora_blocks_restrict_the_targets(lora):

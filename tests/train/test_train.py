@@ -128,7 +128,7 @@ def test_curriculum_adapters_are_peft_folders_and_small(trained_project):
             assert any(not torch.equal(weights[k], previous[k]) for k in weights)
         previous = weights
         metrics = json.loads((trained_project / f"metrics/train/{level}.json").read_text())
-        assert 0 < metrics["trainable_fraction"] <= 0.10
+        assert 0 < metrics["trainable_fraction"] <= 0.20  # rank 16 on every block: about a seventh
         assert metrics["steps"] == 10 and metrics["resumed_from_step"] == 0
     restored = PeftModel.from_pretrained(base, trained_project / "models/lora/hard")
     assert restored.peft_config["default"].r == 8
@@ -584,7 +584,8 @@ def test_per_domain_adapters_see_only_their_domain_and_merge_exactly(
     own = {domain: merged(found["adapters"][domain]) for domain in domains}
     combined = merged(found["combined"])
     changed = [k for k in base if not torch.equal(own["gaussian"][k], base[k])]
-    assert changed and all(k.startswith("up_blocks.") for k in changed)
+    targets = tuple(params["train"]["lora"]["target_modules"])  # train.lora.blocks: [] = everywhere
+    assert changed and all(k.rsplit(".", 1)[0].endswith(targets) for k in changed)
     for key in changed:
         deltas = (w * (own[d][key] - base[key]) for d, w in zip(domains, weights, strict=True))
         expected = base[key] + sum(deltas)
