@@ -208,7 +208,7 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, dvc_
     assert cards and all(card["named"] for card in cards), [c["key"] for c in cards]
     assert page.count('<div class="name">') == len(cards) + len(_flatten(held["summary"]))
     tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
-    tabled |= {f"psnr_gain_s{steps}", f"adapt_gain_s{steps}"}
+    tabled |= {f"psnr_gain_s{steps}", f"adapt_gain_s{steps}", "libraries"}
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too
         for key, _ in _flatten(report[block]) if isinstance(report[block], dict) else []:

@@ -131,7 +131,7 @@ def test_curriculum_adapters_are_peft_folders_and_small(trained_project):
         assert 0 < metrics["trainable_fraction"] <= 0.20  # rank 16 on every block: about a seventh
         assert metrics["steps"] == 10 and metrics["resumed_from_step"] == 0
     restored = PeftModel.from_pretrained(base, trained_project / "models/lora/hard")
-    assert restored.peft_config["default"].r == 8
+    assert restored.peft_config["default"].r == tiny_params()["train"]["lora"]["rank"]
 
 
 def test_residual_target_at_zero_init_reproduces_the_input():

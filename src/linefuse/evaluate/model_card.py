@@ -230,15 +230,16 @@ def _ledger_rows(ledger: dict) -> list[str]:
     return [
         f"| {w['window']} | {w['date']} | {w['device']} | {w['minutes']:.1f} | "
         f"{w['pairs']:,} | {w['cumulative_pairs']:,} | {w['pairs_per_s']:,.0f} | "
-        f"{w['test']:+.2f} | {w['held_out']:+.2f} | {_paired(w, 'test')} | "
-        f"{_paired(w, 'held_out')} | {w['sharp_worst']:.1f} | {'yes' if w['shipped'] else 'no'} |"
+        f"{_signed(w['test'])} | {_signed(w['held_out'])} | "
+        f"{_signed(w.get('test_vs_shipped'))} | {_signed(w.get('held_out_vs_shipped'))} | "
+        f"{w['sharp_worst']:.1f} | {'yes' if w['shipped'] else 'no'} |"
         for w in ledger["windows"]
     ]
 
 
-def _paired(window: dict, split: str) -> str:
-    difference = window.get(f"{split}_vs_shipped")
-    return "-" if difference is None else f"{difference:+.2f}"
+def _signed(value: float | None) -> str:
+    """A ledger's dB figure; "-" where the window had none (no paired score, no held-out chart)."""
+    return "-" if value is None else f"{value:+.2f}"
 
 
 def _machine(params: Params) -> str:
