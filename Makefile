@@ -48,7 +48,7 @@ base: bank
 # compiled kernels and its record to OUT; `linefuse base-land OUT` scores them back here. With
 # wheels in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with
 # torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps
-# and times a twice-as-wide UNet's step, into the record (train/window_trace.py).
+# and times a twice-as-wide UNet's step, into the record (base/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
@@ -68,11 +68,13 @@ base-window:
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
 # pandas, scipy, statsmodels, scikit-image ...) lacks for a base window, at requirements.lock's
 # pins, as wheels in .whl/ (git-ignored), carried to the GPU machine with the working tree:
-# plotnine and mizani too, so that a bank with plotnine in base.libraries draws there (about
-# 1.5 MB; vl-convert's 33 MB wheel does not travel: the working tree carries 64 MiB at most).
+# every library the base's bank may draw with (base.libraries: Lets-Plot 7.9 MB with pypng and
+# palettable, ReportLab and PDFium 5 MB; plotnine and mizani 1.5 MB) draws there too;
+# vl-convert's 33 MB wheel does not travel: the working tree carries 64 MiB at most.
 GPU_PYTHON ?= 3.12
 GPU_WHEELS := diffusers peft pydantic pydantic_core annotated-types typing-inspection \
-  typing_extensions lmdb kornia kornia_rs importlib_metadata zipp plotnine mizani
+  typing_extensions lmdb kornia kornia_rs importlib_metadata zipp plotnine mizani \
+  lets-plot pypng palettable reportlab charset-normalizer pypdfium2
 wheels:
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
 	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -32,9 +32,9 @@ import numpy as np
 import yaml
 
 from linefuse import paths
+from linefuse.base.land import DRAWN_UNLIKE
 from linefuse.cli import main
 from linefuse.data.readers import LmdbPairs
-from linefuse.evaluate.base_window import DRAWN_UNLIKE
 from linefuse.evaluate.intervals import mean_interval, mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.hardware import choose_device, machine_summary

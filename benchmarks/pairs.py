@@ -25,13 +25,13 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
-from linefuse.data.bank import BankCrops, build_bank
+from linefuse.base.bank import BankCrops, build_bank
+from linefuse.base.batches import device_generator
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.data.stream import ChartPairs
 from linefuse.hardware import cpu_flags, machine_summary
 from linefuse.params.full import load_params
 from linefuse.stage import default_workers
-from linefuse.train.base_batches import device_generator
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ pairs). Each backbone trains once from scratch on the base's recipe (params `bas
 chart bank degraded on the training device, its batch and learning rate; the points to 128x were
 trained on charts drawn per pair, linefuse.data.stream.ChartPairs) with the learning rate held
 constant after warmup, and is scored at every doubling of compute (1x, 2x, 4x, ...) on the
-base's scoring charts (linefuse.evaluate.base_scores: default charts it never trains on, whole,
+base's scoring charts (linefuse.base.scores: default charts it never trains on, whole,
 every domain and level).
 One constant-rate run scored along the way is an "anytime" curve: a run planned for one budget,
 with a decaying rate, ends a little higher at that budget.
@@ -32,12 +32,12 @@ import torch
 from diffusers.optimization import get_constant_schedule_with_warmup
 
 from linefuse import paths
-from linefuse.data.bank import BankCrops, build_bank
-from linefuse.evaluate.base_scores import score_base, scoring_charts
+from linefuse.base.bank import BankCrops, build_bank
+from linefuse.base.batches import device_pairs, step_generator
+from linefuse.base.scores import score_base, scoring_charts
+from linefuse.base.train import base_run_params
 from linefuse.hardware import machine_summary
 from linefuse.params.full import load_params
-from linefuse.train.base import base_run_params
-from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, count_parameters, save_base, zero_prompt
 from linefuse.train.run import make_accelerator, make_optimizer

@@ -9,7 +9,7 @@ same constant learning rate, and differs from the `none` variant in one term onl
 - `laplacian`: the L1 of the error's Laplacian (optim.loss.laplacian);
 - `all`: the three together.
 
-Each is then scored as the model card scores the base (linefuse.evaluate.base_scores: default
+Each is then scored as the model card scores the base (linefuse.base.scores: default
 charts it never trained on, whole, every domain and level; PSNR gain and the tick labels'
 character error rate read by Tesseract). Steps are equal across variants; the CTC variant also
 runs the reader, so its wall time is reported beside. Results go to
@@ -33,12 +33,12 @@ import torch
 from diffusers.optimization import get_constant_schedule
 
 from linefuse import paths
-from linefuse.data.bank import BankCrops, build_bank
-from linefuse.evaluate.base_scores import score_base, scoring_charts
+from linefuse.base.bank import BankCrops, build_bank
+from linefuse.base.batches import device_pairs, step_generator
+from linefuse.base.scores import score_base, scoring_charts
+from linefuse.base.train import base_run_params
 from linefuse.hardware import machine_summary
 from linefuse.params.full import Params, load_params
-from linefuse.train.base import base_run_params
-from linefuse.train.base_batches import device_pairs, step_generator
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, save_base, zero_prompt
 from linefuse.train.run import make_accelerator, make_optimizer

@@ -130,7 +130,7 @@ def tiny_params() -> dict:
     """The repo's params.yaml shrunk: 20 charts of 96x64 px, 32 px crops, 16 samples a tar."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     # from scratch: the suite's pipelines exercise pretrain's training, resume and kill paths;
-    # tests/train/test_base.py runs the default, the shipped base adapted by LoRA
+    # tests/base/test_base.py runs the default, the shipped base adapted by LoRA
     params["model"]["unet"] = "tiny"
     # 1.33 x 0.89 in at 72 dpi: 96 x 64 px (small fonts, so the plot keeps most of it)
     params["data"]["charts"].update(
@@ -154,6 +154,9 @@ def tiny_params() -> dict:
     params["data"]["split"] = {"train": 0.6, "val": 0.2, "test": 0.2}
     # the tests' uploads and charts are cut into tiles, of a fixed size (auto would time them)
     params["tiles"].update(size=128, tile=128)
+    # the last adapter's model on ONNX Runtime (as auto picks on the suite's CPUs), untimed:
+    # evaluate, restore and serve run the export evaluate writes, and every run gives its bytes
+    params["eval"]["runtime"] = "onnx"
     params["eval"]["ocr"]["max_images"] = 1  # labels read on 1 image a cell: less time
     # several step counts, so the sweep's table, plot and few-step comparison are exercised
     params["eval"]["sweep"]["steps"] = [1, 4, 8]

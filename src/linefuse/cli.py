@@ -33,15 +33,15 @@ STAGE_MODULES = {stage.command.replace("_", "-"): stage.command for stage in STA
 
 
 def run_bank(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.data.bank import build_bank
+    from linefuse.base.bank import build_bank
 
     with stage("bank") as written:
         written.append(build_bank(params, workers=args.workers))
 
 
 def run_base(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.evaluate.model_card import score_and_card
-    from linefuse.train.base import train_base
+    from linefuse.base.card import score_and_card
+    from linefuse.base.train import train_base
 
     with stage("base") as written:
         folder, metrics = train_base(params)
@@ -50,7 +50,7 @@ def run_base(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_base_window(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.train.window import summarise, train_window
+    from linefuse.base.window import summarise, train_window
 
     started = args.started_at or time.time()
     out, state = Path(args.out), Path(args.state)
@@ -74,7 +74,7 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_base_land(params: Params, args: argparse.Namespace) -> None:
-    from linefuse.evaluate.base_window import land_window
+    from linefuse.base.land import land_window
 
     with stage("base-land") as written:
         written += land_window(params, Path(args.window), args.workers)

@@ -13,13 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from linefuse.stage import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 # /proc/cpuinfo flags of x86 CPUs that run bf16 matrix work natively (AVX-512 BF16, AMX)
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -35,6 +38,8 @@ ISAS_WITHOUT_BF16 = {
     "AVX512_CORE",
     "AVX512_CORE_VNNI",
 }
+# what NVIDIA's driver shows on Linux (/dev/dxg: under WSL 2): without either no CUDA GPU is visible
+NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia", "/dev/dxg")
 
 
 @dataclass(frozen=True)
@@ -78,12 +83,26 @@ def native_bf16_flags(flags: frozenset[str] | None = None) -> list[str]:
     return [flag for flag in NATIVE_BF16_FLAGS if flag in flags]
 
 
+def cuda_visible() -> bool:
+    """Whether torch sees a CUDA GPU. On Linux without NVIDIA's driver it cannot, and torch
+    (seconds to import) is not asked: restoring on ONNX Runtime never imports it."""
+    if sys.platform == "linux" and not any(map(os.path.exists, NVIDIA_DRIVER_FILES)):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def choose_device(requested: str, key: str = "compute.device") -> Choice:
     """`compute.device` (or the `key` that set it): auto takes the CUDA GPU when one is visible,
     else the CPU."""
-    has_cuda = torch.cuda.is_available()
+    if requested == "cpu":
+        return Choice("cpu", "set to cpu")
+    has_cuda = cuda_visible()
     if requested == "auto":
         if has_cuda:
+            import torch
+
             return Choice("cuda", f"auto: CUDA GPU {torch.cuda.get_device_name(0)}")
         return Choice("cpu", f"auto: no CUDA GPU visible; CPU {cpu_model()}")
     if requested.startswith("cuda") and not has_cuda:
@@ -93,6 +112,8 @@ def choose_device(requested: str, key: str = "compute.device") -> Choice:
 
 def choose_precision(requested: str, device: str) -> Choice:
     """`optim.precision`: what auto picks for training on `device` ("cpu" or "cuda[:N]")."""
+    import torch
+
     on_gpu = device.startswith("cuda")
     if requested != "auto":
         if requested == "fp16" and not on_gpu:
@@ -128,6 +149,8 @@ def choose_precision(requested: str, device: str) -> Choice:
 
 def machine_summary() -> dict:
     """The machine behind a figure: CPU model, its bf16 flags, torch's kernels, the GPU if any."""
+    import torch
+
     summary = {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -146,6 +169,8 @@ def machine_summary() -> dict:
 def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device`; to a GPU through pinned memory, so the host does not wait for
     the work already queued there (a plain copy from pageable memory would)."""
+    import torch
+
     if torch.device(device).type == "cuda":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)

@@ -25,6 +25,8 @@ BASE_DIR = MODELS_DIR / "base"
 LORA_DIR = MODELS_DIR / "lora"
 DOMAIN_ADAPTERS_DIR = MODELS_DIR / "domains"
 PIPELINE_DIR = MODELS_DIR / "pipeline"  # evaluate: the base as a LineFusePipeline (from_pretrained)
+# evaluate: the base with the last adapter merged, for ONNX Runtime (restore and serve on a CPU)
+ONNX_DIR = MODELS_DIR / "onnx"
 
 # architectures built from scratch by name (model.unet: tiny): train/configs/<name>_unet.json
 UNET_CONFIGS_DIR = Path(__file__).resolve().parent / "train" / "configs"
@@ -38,6 +40,10 @@ def fresh_config(spec: str) -> Path | None:
 
 # models LineFuse trained itself and ships inside the package, a model zoo: model.unet names one
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+CARD_FILE = (
+    "README.md"  # a zoo model's card (YAML front matter, then what it is and how it was made)
+)
+SCORES_FILE = "scores.json"  # its scores, as its card reports them
 
 
 def unet_folder(spec: str) -> Path:
@@ -66,7 +72,7 @@ LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
 # the base's chart bank (linefuse bank): an LMDB env per chart-params fingerprint, resumable
 BANK_ROOT = Path(".linefuse/bank")
-# the base's GPU windows: the last stable state and the ledger, committed (train/window.py)
+# the base's GPU windows: the last stable state and the ledger, committed (base/window.py)
 BASE_WINDOWS_DIR = Path("workflow/base_windows")
 # inside a base window's folder (its OUT, and BASE_WINDOWS_DIR): the resumable stable state, the
 # weights it offers to ship (in BASE_WINDOWS_DIR: the last offer that did not ship) and

@@ -6,9 +6,10 @@ reads it. Both engines get the same commands, inputs, outputs and params keys fr
 
 Each stage runs its own module, `python -m linefuse.stages.<command>`. Its code deps are not
 listed by hand: they are that module's import closure inside src/linefuse (function-level imports
-included), with the files those modules read (DATA_FILES). So `dvc repro` and Snakemake rerun a
-stage whenever code it runs changes, and only then: the `linefuse` command line (cli.py) is no
-stage's code.
+included, and modules named by their dotted path, as the chart registry names the drawers it
+imports when asked), with the files those modules read (DATA_FILES). So `dvc repro` and Snakemake
+rerun a stage whenever code it runs changes, and only then: the `linefuse` command line (cli.py)
+is no stage's code.
 
 Paths are written with `{level}` for a job's level; EachLevel stands for every level's path, and
 Param for a path that params.yaml names. Both engines take the levels from params.yaml when they
@@ -170,8 +171,8 @@ STAGES = (
     Stage(
         "evaluate",
         "evaluate",
-        "score the last curriculum adapter (and any per-domain ones) on test and held out; "
-        "save the base as a LineFusePipeline",
+        "export the last curriculum adapter's model to ONNX; score it (and any per-domain "
+        "ones) on test and held out; save the base as a LineFusePipeline",
         inputs=(
             EachLevel(paths.SHARDS_DIR),
             paths.IMAGES_PARQUET,
@@ -192,7 +193,7 @@ STAGES = (
             "train.curriculum",
             "optim.start_fraction",  # restoring in more steps than it trained for is warned of
         ),
-        outs=(paths.EVAL_DETAIL, paths.PIPELINE_DIR),
+        outs=(paths.EVAL_DETAIL, paths.PIPELINE_DIR, paths.ONNX_DIR),
         logs=(paths.SAMPLES_PNG,),
         metrics=(paths.EVAL_JSON,),
         plots=(
@@ -294,10 +295,16 @@ def _walk(node: ast.AST):
 
 def _imports(nodes) -> set[str]:
     """The linefuse modules the import statements among `nodes` (walked in full, but for
-    `if TYPE_CHECKING:` blocks) name."""
+    `if TYPE_CHECKING:` blocks) name, and those a string names whole ("linefuse.data.charts.
+    plotnine_drawer": a module imported lazily by importlib, as data/charts/registry.py does)."""
     found = set()
     for node in (inner for outer in nodes for inner in _walk(outer)):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = node.value.split(".")
+            dotted = len(named) > 1 and all(part.isidentifier() for part in named)
+            if dotted and named[0] == "linefuse" and _module_file(node.value):
+                found.add(node.value)
+        elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "linefuse"}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "linefuse":
             found.add(node.module)

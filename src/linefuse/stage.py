@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -290,3 +291,13 @@ def known_level(levels: list[str], level: str, key: str = "degrade.levels") -> s
     if level not in levels:
         raise UserError(f"--level {level}: not in {key} ({', '.join(levels)})")
     return level
+
+
+def commit() -> str:
+    """The commit the working tree stands at, short; "unknown" outside a git checkout."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

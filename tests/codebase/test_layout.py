@@ -17,7 +17,9 @@ PACKAGE = ROOT / "src" / "linefuse"
 # subpackage. Inference (loading a model, sampling, tiling, the restorer) sits under training
 # and the service, which sit side by side. evaluate and report sit side by side and do not
 # import each other. Each stage's entry module (linefuse.stages) sits above them all; the stage
-# graph (pipeline.py) sits with the cli at the top: it names every stage.
+# graph (pipeline.py) sits with the cli at the top: it names every stage. The base's training
+# (linefuse.base: bank, windows, landing, card) trains through train and scores through
+# evaluate, beside the stages; only the cli starts it.
 LAYERS = {
     "core": 0,
     "data": 1,
@@ -27,11 +29,12 @@ LAYERS = {
     "evaluate": 4,
     "report": 4,
     "stages": 5,
+    "base": 5,
     "cli": 6,
 }
 # above the layers: scoring a model restores it as the service does, through inference alone
 APART = {("evaluate", "train"), ("evaluate", "serve")}
-SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "stages"}
+SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "stages", "base"}
 
 
 def _layer(module: str) -> str:

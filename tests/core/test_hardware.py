@@ -24,6 +24,7 @@ def cpu(monkeypatch):
     def pretend(flags: frozenset[str], model: str = "Test CPU") -> None:
         monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
         monkeypatch.setattr(hardware, "cpu_model", lambda: model)
+        monkeypatch.setattr(hardware, "cuda_visible", lambda: False)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
         monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
 
@@ -35,6 +36,7 @@ def gpu(monkeypatch):
     """Pretend to have a CUDA GPU, with or without bf16."""
 
     def pretend(name: str, bf16: bool, capability: tuple[int, int]) -> None:
+        monkeypatch.setattr(hardware, "cuda_visible", lambda: True)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)

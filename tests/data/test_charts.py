@@ -17,17 +17,10 @@ import yaml
 from PIL import Image
 from scipy.spatial import cKDTree
 
-from linefuse.data.charts import (
-    _bundled_file,
-    base_chart_params,
-    chart_rng,
-    choose_style,
-    draw_chart,
-    family_weights,
-    generate,
-    plan_chart,
-    render_plan,
-)
+from linefuse.data.charts import base_chart_params, draw_chart, generate, plan_chart
+from linefuse.data.charts.facts import bundled_file
+from linefuse.data.charts.plan import chart_rng, choose_style, family_weights
+from linefuse.data.charts.registry import render_plan
 from linefuse.data.images import find_images
 from linefuse.evaluate.curves import _furniture_mask, read_truth
 from linefuse.params import ParamsError
@@ -456,7 +449,7 @@ def test_fonts_are_matplotlibs_own_copies():
 
     data = Path(matplotlib.get_data_path()).resolve()
     for font in {*charts().fonts, *base_charts().fonts}:
-        assert data in Path(_bundled_file(font)).resolve().parents
+        assert data in Path(bundled_file(font)).resolve().parents
 
 
 def test_held_out_families_get_their_fraction():

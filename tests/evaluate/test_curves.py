@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 
-from linefuse.data.charts import plot_furniture
+from linefuse.data.charts.matplotlib_drawer import plot_furniture
 from linefuse.evaluate.curves import (
     ChartTruth,
     curve_errors,

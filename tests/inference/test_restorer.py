@@ -20,11 +20,29 @@ from conftest import ROOT, matplotlib_charts, tiny_params
 
 
 def test_shrink_soft_thresholds_the_change():
-    blurred = torch.zeros(1, 1, 1, 5)
-    restored = torch.tensor([-10.0, -1.0, 0.5, 2.0, 10.0]).view(1, 1, 1, 5) * 2 / 255
+    blurred = np.zeros((1, 1, 1, 5), np.float32)
+    restored = np.array([-10.0, -1.0, 0.5, 2.0, 10.0], np.float32).reshape(1, 1, 1, 5) * 2 / 255
     shrunk = shrink_change(restored, blurred, 2.0) * 255 / 2
-    assert torch.allclose(shrunk.flatten(), torch.tensor([-8.0, 0.0, 0.0, 0.0, 8.0]), atol=1e-4)
+    assert shrunk.dtype == np.float32
+    assert np.allclose(shrunk.flatten(), [-8.0, 0.0, 0.0, 0.0, 8.0], atol=1e-4)
     assert shrink_change(restored, blurred, 0.0) is restored
+
+
+def test_the_numpy_pixel_mapping_is_data_transforms_to_the_bit():
+    """The restorer normalises and rounds back in numpy (no torch on the ONNX path): the same
+    floats and bytes as data/transforms.py's torch mapping, which training uses."""
+    from linefuse.data import transforms
+    from linefuse.inference.restorer import normalise, to_uint8
+
+    images = np.random.default_rng(0).integers(0, 256, (2, 5, 7, 3), dtype=np.uint8)
+    floats = normalise(images)
+    assert np.array_equal(floats, transforms.normalise(torch.from_numpy(images)).numpy())
+    assert floats.flags.c_contiguous
+    # values on and between the grey levels, halves (rounded to even) and beyond [-1, 1]
+    pixels = np.random.default_rng(1).uniform(-1.1, 1.1, (2, 3, 5, 7)).astype(np.float32)
+    pixels[0, 0, 0, :3] = np.array([0.5, 1.5, 2.5], np.float32) / 127.5 - 1
+    expected = transforms.to_uint8(torch.from_numpy(pixels)).numpy()
+    assert np.array_equal(to_uint8(pixels), expected) and np.array_equal(to_uint8(floats), images)
 
 
 def test_shrink_leaves_a_sharp_chart_and_restores_a_blurred_one(trained_project):

@@ -11,9 +11,11 @@ import pytest
 import torch
 from diffusers import DDIMScheduler
 
+from linefuse.hardware import Choice
 from linefuse.inference import tile_choice
 from linefuse.inference.restorer import Restorer, RestoreSettings
 from linefuse.inference.tiles import boxes
+from linefuse.inference.torch_model import TorchModel
 from linefuse.train.model import build_unet
 
 
@@ -34,7 +36,8 @@ def _restorer(**update) -> Restorer:
     }
     settings = RestoreSettings(**(settings | update))
     scheduler = DDIMScheduler(clip_sample=False, timestep_spacing="trailing")
-    return Restorer(unet, scheduler, torch.zeros(1, 1, 32), settings)
+    model = TorchModel(unet, scheduler, torch.zeros(1, 1, 32))
+    return Restorer(model, settings, Choice("torch", "set to torch"))
 
 
 @pytest.fixture
@@ -111,8 +114,8 @@ def test_the_same_architecture_loaded_from_elsewhere_shares_the_timings():
     """restore loads models/base, the pipeline models/pipeline/unet: one cache entry for both,
     so they choose alike; another architecture gets its own."""
     here, there = _restorer(), _restorer()
-    there.unet.register_to_config(_name_or_path="models/pipeline/unet")
+    there.model.unet.register_to_config(_name_or_path="models/pipeline/unet")
     sizes = tile_choice.candidates(128, 16)
     assert here.tile_costs._key(sizes) == there.tile_costs._key(sizes)
-    there.unet.register_to_config(layers_per_block=2)
+    there.model.unet.register_to_config(layers_per_block=2)
     assert here.tile_costs._key(sizes) != there.tile_costs._key(sizes)

@@ -160,15 +160,15 @@ def test_both_engines_declare_the_same_stages():
 @pytest.mark.engines
 def test_every_stage_depends_on_all_the_code_it_runs():
     """In both engines each stage lists the import closure of its command: the issue's examples
-    (to_uint8 in transforms.py, sample() in inference/sampler.py, inference/model.py) for evaluate
-    among them."""
+    (to_uint8, now in inference/restorer.py, sample() in inference/sampler.py,
+    inference/model.py) for evaluate among them."""
     commands = {stage.name: stage.command for stage in STAGES}
     for declarations in (dvc_declarations(ROOT), snakemake_declarations(ROOT)):
         for name, declared in declarations.items():
             missing = set(code_deps(commands[name.split("@")[0]])) - set(declared["deps"])
             assert not missing, (name, missing)
     evaluate = code_deps("evaluate")
-    for module in ("data/transforms.py", "inference/sampler.py", "inference/model.py"):
+    for module in ("inference/restorer.py", "inference/sampler.py", "inference/model.py"):
         assert f"src/linefuse/{module}" in evaluate, module
     assert "src/linefuse/stages/evaluate.py" in evaluate
     # the command line and the schemas of sections evaluate does not read are none of its code
@@ -188,6 +188,16 @@ def test_every_file_the_package_reads_belongs_to_a_module():
         if file.is_file() and file.suffix not in (".py", ".pyc"):
             relative = file.relative_to(ROOT).as_posix()
             assert any(relative == p or relative.startswith(f"{p}/") for p in attached), relative
+
+
+def test_a_module_imported_by_its_dotted_path_is_a_dep():
+    """The chart registry imports each library's drawer only when a chart asks for it
+    (importlib, by the dotted path it names): every drawer is still code that generate runs."""
+    from linefuse.data.charts.registry import DRAWERS
+
+    generate = code_deps("generate")
+    for library, module in DRAWERS.items():
+        assert f"src/{module.replace('.', '/')}.py" in generate, library
 
 
 # Snakemake's lint asks every rule for a conda env or a container. Here each job runs the
@@ -371,7 +381,8 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
     rebuilt = outputs(by_dvc)
     assert rebuilt == outputs(by_snakemake)
     changed = {name for name in built if built[name] != rebuilt.get(name)}
-    assert changed and all(name.startswith("lora/hard/") for name in changed), changed
+    # the hard adapter, and the export that merges it
+    assert changed and all(name.startswith(("lora/hard/", "onnx/")) for name in changed), changed
 
     # an edit reruns what it touches, in both engines (DVC by the stages `dvc status` says
     # changed, Snakemake by the jobs it plans, downstream included)
@@ -383,7 +394,7 @@ def test_dvc_and_snakemake_build_identical_outputs_and_rerun_only_what_changed(
         (["cli.py", "serve/settings.py"], [], []),
         (["report/index.html.j2"], ["report"], ["report"]),
         (["evaluate/scoring.py"], ["evaluate"], ["evaluate", "report"]),
-        (["data/transforms.py"], importers, [*importers, "report"]),  # shared: all importers
+        (["inference/model.py"], importers, [*importers, "report"]),  # shared: all importers
     ):
         with edited([by_dvc, by_snakemake], *(f"src/linefuse/{m}" for m in modules)):
             assert stages_changed(by_dvc) == sorted(by_dvc_stages), modules

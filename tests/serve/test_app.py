@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import zipfile
+from contextlib import chdir
 from pathlib import Path
 
 import httpx
@@ -99,14 +100,13 @@ def _png(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def test_evaluate_restore_serve_and_the_pipeline_give_the_same_bytes(
-    server, trained_project, tmp_path
-):
+def test_evaluate_restore_serve_and_the_pipeline_agree(server, trained_project, tmp_path):
     """One transparent chart, wider than the suite's tiles (so tiled), through the four paths:
-    evaluate's restorer call (straightened once, then restore_images), `linefuse restore`, POST
-    /restore and the pipeline `dvc repro` saved in models/pipeline with the last adapter, loaded
-    with from_pretrained alone: the same restored pixels, and the same PNG bytes from restore
-    and serve."""
+    evaluate's restorer call (straightened once, then restore_images), `linefuse restore` and
+    POST /restore, all three on ONNX Runtime (the suite's eval.runtime), give the same restored
+    pixels and restore and serve the same PNG bytes; the pipeline `dvc repro` saved in
+    models/pipeline with the last adapter, loaded with from_pretrained alone, runs the same
+    model on torch: all but a thousandth of its pixels the same."""
     from scipy import ndimage
 
     from linefuse.data.deskew import straighten
@@ -146,23 +146,21 @@ def test_evaluate_restore_serve_and_the_pipeline_give_the_same_bytes(
     pipe.load_adapter(trained_project / "models/lora/hard")
     by_pipeline = np.asarray(pipe(Image.open(path), steps=1).images[0])
     expected = np.asarray(Image.open(io.BytesIO(by_restore)))
-    assert np.array_equal(by_pipeline, expected) and not np.array_equal(expected, load_rgb(path))
+    assert (by_pipeline == expected).all(axis=2).mean() >= 0.999
+    assert not np.array_equal(expected, load_rgb(path))
 
-    params = load_params(trained_project / "params.yaml")
-    restorer = Restorer.from_params(
-        params,
-        trained_project / "models/lora/hard",
-        "cpu",
-        base_dir=trained_project / "models/base",
-    )
+    with chdir(trained_project):  # as the evaluate stage runs, in the project
+        params = load_params("params.yaml")
+        restorer = Restorer.from_params(params, "models/lora/hard", "cpu")
     straight = straighten(load_rgb(path), params.eval.deskew)
     by_evaluate = restorer.restore_images([straight], 1, params.eval.seed)[0]
-    assert np.array_equal(by_evaluate, expected)
+    assert restorer.runtime.value == "onnx" and np.array_equal(by_evaluate, expected)
 
 
 def test_http_service_restores_and_refuses_bad_requests(server):
     health = httpx.get(f"{server}/health").json()
     assert health["status"] == "ok" and health["default_adapter"] == "hard"
+    assert health["runtime"] == {"hard": "onnx"}  # models/onnx: the default adapter's export
     assert httpx.get(f"{server}/adapters").json()["adapters"] == ["easy", "hard", "medium"]
 
     image = np.full((40, 56, 3), 255, np.uint8)

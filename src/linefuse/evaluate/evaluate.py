@@ -229,6 +229,8 @@ def _detail(
         f"seconds_per_megapixel_s{steps}": models.restore.seconds_per_megapixel(steps),
         "device": device.value,
         "device_reason": device.reason,
+        "runtime": models.restore.restorer.runtime.value,  # eval.runtime: onnx or torch
+        "runtime_reason": models.restore.restorer.runtime.reason,
         "cpu_model": cpu_model(),
     }
     return detail

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 import yaml
 
+from linefuse import paths, stage
 from linefuse.data.label_patches import label_patches
-from linefuse.evaluate.model_card import CARD, SCORES, commit
 from linefuse.evaluate.ocr import edit_distance
 from linefuse.inference.label_reader import LabelReader, read_labels
 
@@ -61,7 +61,7 @@ def score_reader(reader: LabelReader, params: Params, workers: int) -> dict:
 
 def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: dict) -> None:
     """scores.json and the model card: what the reader is, how it was made and its scores."""
-    (folder / SCORES).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
+    (folder / paths.SCORES_FILE).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
     cfg, charts = params.label_reader, params.data.charts
     front = {
         "library_name": "linefuse",
@@ -83,7 +83,7 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         "## How it was made",
         "",
-        f"- Command: `make label-reader` (`linefuse label-reader`), at commit `{commit()}`.",
+        f"- Command: `make label-reader` (`linefuse label-reader`), at commit `{stage.commit()}`.",
         f"- Architecture: {metrics['parameters']:,} parameters; crops of {cfg.height} x "
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
         f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts "
@@ -111,7 +111,7 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         "`make label-reader`, then commit this folder.",
     ]
-    (folder / CARD).write_text("\n".join(lines) + "\n")
+    (folder / paths.CARD_FILE).write_text("\n".join(lines) + "\n")
 
 
 def _row(condition: tuple[str, dict]) -> str:

@@ -1,12 +1,12 @@
 """Tick-label legibility: Tesseract's character error rate on the labels a chart's sidecar names.
 
 A restorer can sharpen a line and still turn "450" into glyphs nobody can read. Each generated
-chart's sidecar records every tick label's text and pixel box (data/charts.tick_labels), so each
-label is cut out, enlarged (6-9 pt at 72-100 dpi is a few pixels tall, below what Tesseract
-reads) and darkened, and the labels of one or more images are stacked into one page, one a line,
-read by one Tesseract call: starting Tesseract costs more than reading a chart's labels. The
-character error rate is the edit distance of what was read to what was drawn, summed over the
-labels, over the characters drawn.
+chart's sidecar records every tick label's text and pixel box (for matplotlib's charts,
+data/charts/matplotlib_drawer.tick_labels), so each label is cut out, enlarged (6-9 pt at 72-100
+dpi is a few pixels tall, below what Tesseract reads) and darkened, and the labels of one or more
+images are stacked into one page, one a line, read by one Tesseract call: starting Tesseract costs
+more than reading a chart's labels. The character error rate is the edit distance of what was read
+to what was drawn, summed over the labels, over the characters drawn.
 """
 
 from __future__ import annotations

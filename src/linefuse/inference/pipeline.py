@@ -4,7 +4,9 @@ A `diffusers.DiffusionPipeline` holding the UNet, its DDIM scheduler and (for la
 VAE as registered modules, with the null prompt beside the UNet's weights and the restore
 settings (formulation, shrink, deskew, tiles, default steps) in its model_index.json. It runs
 inference/restorer.py's Restorer, the code evaluate, `linefuse restore` and `linefuse serve`
-run, so all four give the same bytes for the same input. `dvc repro` saves one in
+run, on torch: where those run the model on ONNX Runtime (eval.runtime), the two agree to the
+last grey level on all but a few pixels in ten thousand (docs/serving.md); where they run it on
+torch, to the byte. `dvc repro` saves one in
 models/pipeline (evaluate: the base it scored, with what it scored it with); the curriculum's
 adapter loads onto it with `load_adapter`:
 
@@ -33,6 +35,7 @@ from PIL import Image
 
 from linefuse import paths
 from linefuse.data.images import to_rgb
+from linefuse.hardware import Choice
 from linefuse.inference.model import (
     NULL_PROMPT_FILE,
     load_base,
@@ -42,10 +45,15 @@ from linefuse.inference.model import (
 )
 from linefuse.inference.restorer import Restorer, RestoreSettings
 from linefuse.inference.sampler import ddim_scheduler
+from linefuse.inference.torch_model import TorchModel
 from linefuse.stage import UserError, atomic_dir
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
+
+
+# a diffusers pipeline runs its registered torch modules
+PIPELINE_RUNTIME = Choice("torch", "LineFusePipeline: diffusers' modules")
 
 
 class LineFusePipeline(DiffusionPipeline):
@@ -140,11 +148,10 @@ class LineFusePipeline(DiffusionPipeline):
         """The Restorer over this pipeline's modules, on its device (made again after .to or
         load_adapter)."""
         device = self.unet.device
-        if self._restorer is None or self._restorer.device != device:
+        if self._restorer is None or self._restorer.model.device != device:
             self.unet.eval()
-            self._restorer = Restorer(
-                self.unet, self.scheduler, self.null_prompt.to(device), self.settings, self.vae
-            )
+            model = TorchModel(self.unet, self.scheduler, self.null_prompt.to(device), self.vae)
+            self._restorer = Restorer(model, self.settings, PIPELINE_RUNTIME)
         return self._restorer
 
 

@@ -6,6 +6,11 @@ batch of its size and cropped back; a larger one is restored in overlapping tile
 this machine (inference/tile_choice.py). A scan's skew is undone first (eval.deskew,
 data/deskew.py). The same code serves `evaluate`, `linefuse restore`, `linefuse serve` and
 LineFusePipeline (inference/pipeline.py).
+
+The model runs on one of two runtimes (eval.runtime, inference/runtime.py): torch
+(inference/torch_model.py), or ONNX Runtime on the CPU over the export evaluate writes
+(inference/onnx_model.py). Everything around the model (normalising, padding, the shrink,
+tiling) is numpy here, so the ONNX path imports neither torch, diffusers nor peft.
 """
 
 from __future__ import annotations
@@ -13,21 +18,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from diffusers import DDIMScheduler
 from PIL import Image
 from tqdm import tqdm
 
 from linefuse import paths
 from linefuse.data.deskew import straighten
-from linefuse.data.transforms import normalise, to_uint8
-from linefuse.hardware import choose_device
-from linefuse.inference.model import load_base, load_null_prompt, merge_adapter
-from linefuse.inference.sampler import ddim_scheduler, restored_from, sample
+from linefuse.hardware import Choice, choose_device
+from linefuse.inference.model import require_adapter
+from linefuse.inference.onnx_model import OnnxModel, find_export
+from linefuse.inference.runtime import choose_runtime
 from linefuse.inference.tile_choice import TileCosts
 from linefuse.inference.tiles import boxes, restore_tiled
 from linefuse.stage import UserError
@@ -71,25 +73,27 @@ class RestoreSettings:
         return dataclasses.asdict(self)
 
 
+class Model(Protocol):
+    """The model on one runtime: inference/torch_model.py's or inference/onnx_model.py's."""
+
+    multiple: int  # inputs are padded to a multiple of this many px
+    device: object  # where it runs (a torch.device, or "cpu" for ONNX Runtime)
+
+    def restore(
+        self, pixels: np.ndarray, steps: int, settings: RestoreSettings, seed: int, should_stop
+    ) -> np.ndarray:
+        """float32 (B, 3, H, W) in [-1, 1] to the restored image, the same, before the shrink."""
+
+    def timing_facts(self) -> dict:
+        """What its speed depends on besides the CPU (tile_choice's cache key)."""
+
+
 class Restorer:
     """Holds a loaded model; `restore` maps uint8 (B, H, W, 3) blurred images to restored ones."""
 
-    def __init__(
-        self,
-        unet,
-        scheduler: DDIMScheduler,
-        null_prompt: torch.Tensor,
-        settings: RestoreSettings,
-        vae=None,
-    ):
-        """`unet` (a base with any adapter merged), `vae` (or None: pixel space) and
-        `null_prompt` on the device the restorer runs on."""
-        self.unet, self.scheduler, self.vae, self.settings = unet, scheduler, vae, settings
-        self.prompt = null_prompt
-        self.device = null_prompt.device
-        unet_factor = 2 ** (len(unet.config.block_out_channels) - 1)
-        vae_factor = 2 ** (len(vae.config.block_out_channels) - 1) if vae is not None else 1
-        self.multiple = unet_factor * vae_factor
+    def __init__(self, model: Model, settings: RestoreSettings, runtime: Choice):
+        """`model` on the runtime `runtime` names (with why it was chosen)."""
+        self.model, self.settings, self.runtime = model, settings, runtime
         self.tile_costs = TileCosts(self)
         self.warned_steps = False
 
@@ -102,30 +106,27 @@ class Restorer:
         base_dir: Path = paths.BASE_DIR,
     ) -> Restorer:
         """The model a run trained: `base_dir` (save_base's layout, models/base unless told) with
-        `adapter` (a peft adapter folder, or None) merged, params.yaml's formulation and tiles.
-        `device`: cpu, cuda; None takes compute.device (auto: the GPU if there is one)."""
-        device = torch.device(device or choose_device(params.compute.device).value)
+        `adapter` (a peft adapter folder, or None) merged, params.yaml's formulation and tiles;
+        on ONNX Runtime where eval.runtime says so and models/onnx holds this base and adapter
+        (inference/runtime.py), else on torch. `device`: cpu, cuda; None takes compute.device
+        (auto: the GPU if there is one)."""
+        device = device or choose_device(params.compute.device).value
         if not (Path(base_dir) / "config.json").is_file():
             raise UserError(
                 f"{base_dir} is missing; run `dvc repro` (or `linefuse pretrain`) first"
             )
-        unet = load_base(base_dir)
         if adapter is not None:
-            unet = merge_adapter(unet, adapter)
-        vae = None
-        if params.model.vae is not None:
-            from linefuse.inference.model import load_vae
+            adapter = require_adapter(adapter)
+        settings = RestoreSettings.from_params(params)
+        export = find_export(base_dir, adapter)
+        runtime = choose_runtime(params, settings, device, export, Path(base_dir), adapter)
+        log.info("restorer: runtime %s (%s)", runtime.value, runtime.reason)
+        if runtime.value == "onnx":
+            return cls(OnnxModel(export, params.model), settings, runtime)
+        from linefuse.inference.torch_model import TorchModel
 
-            vae = load_vae(params.model.vae).to(device)
-        return cls(
-            unet.to(device).eval(),
-            ddim_scheduler(params.model),
-            load_null_prompt(base_dir).to(device),
-            RestoreSettings.from_params(params),
-            vae,
-        )
+        return cls(TorchModel.from_folders(params, base_dir, adapter, device), settings, runtime)
 
-    @torch.no_grad()
     def restore(
         self, blurred: np.ndarray, steps: int, seed: int = 0, should_stop=None
     ) -> np.ndarray:
@@ -139,40 +140,16 @@ class Restorer:
                 "worse; restore in 1 step, or train with optim.start_fraction < 1",
                 steps,
             )
-        batch, height, width, _ = blurred.shape
-        pixels = normalise(torch.from_numpy(np.ascontiguousarray(blurred)).to(self.device))
-        pad_y, pad_x = -height % self.multiple, -width % self.multiple
+        _, height, width, _ = blurred.shape
+        pixels = normalise(blurred)
+        multiple = self.model.multiple
+        pad_y, pad_x = -height % multiple, -width % multiple
         if pad_y or pad_x:
-            pixels = F.pad(
-                pixels,
-                (0, pad_x, 0, pad_y),
-                mode="reflect" if min(height, width) > 1 else "replicate",
-            )
-        condition = self._encode(pixels)
-        generator = torch.Generator().manual_seed(seed)
-        x0 = sample(
-            self.unet,
-            condition,
-            self.prompt.expand(batch, -1, -1),
-            self.scheduler,
-            self.settings.sample_start,
-            steps,
-            generator,
-            should_stop,
-        )
-        restored = self._decode(restored_from(x0, condition, self.settings.target))
+            mode = "reflect" if min(height, width) > 1 else "edge"
+            pixels = np.pad(pixels, ((0, 0), (0, 0), (0, pad_y), (0, pad_x)), mode=mode)
+        restored = self.model.restore(pixels, steps, self.settings, seed, should_stop)
         restored = shrink_change(restored, pixels, self.settings.shrink)
-        return to_uint8(restored[:, :, :height, :width]).cpu().numpy()
-
-    def _encode(self, pixels: torch.Tensor) -> torch.Tensor:
-        if self.vae is None:
-            return pixels
-        return self.vae.encode(pixels).latent_dist.mean * self.vae.config.scaling_factor
-
-    def _decode(self, signal: torch.Tensor) -> torch.Tensor:
-        if self.vae is None:
-            return signal
-        return self.vae.decode(signal / self.vae.config.scaling_factor).sample
+        return to_uint8(restored[:, :, :height, :width])
 
     def restore_image(
         self,
@@ -244,9 +221,21 @@ class Restorer:
         return out
 
 
-def shrink_change(
-    restored: torch.Tensor, blurred: torch.Tensor, grey_levels: float
-) -> torch.Tensor:
+def normalise(pixels: np.ndarray) -> np.ndarray:
+    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [-1, 1], contiguous: data/transforms.py's
+    normalise in numpy, to the bit."""
+    channels_first = np.ascontiguousarray(pixels.transpose(0, 3, 1, 2), np.float32)
+    return channels_first / np.float32(127.5) - np.float32(1.0)
+
+
+def to_uint8(pixels: np.ndarray) -> np.ndarray:
+    """float32 (B, 3, H, W) in [-1, 1] -> uint8 (B, H, W, 3), clamped: data/transforms.py's
+    to_uint8 in numpy (rint rounds half to even, as torch.round does)."""
+    scaled = (np.clip(pixels, -1.0, 1.0) + np.float32(1.0)) * np.float32(127.5)
+    return np.ascontiguousarray(np.rint(scaled).astype(np.uint8).transpose(0, 2, 3, 1))
+
+
+def shrink_change(restored: np.ndarray, blurred: np.ndarray, grey_levels: float) -> np.ndarray:
     """The restoration with its change to the input soft-thresholded by `grey_levels` (0-255
     scale; pixels in [-1, 1]): every pixel moves that much less, and not at all if it moved less.
     A model's 1-step output may carry a faint texture of its own over the whole chart: harmless
@@ -254,7 +243,8 @@ def shrink_change(
     if grey_levels <= 0:
         return restored
     change = restored - blurred
-    return blurred + change.sign() * (change.abs() - grey_levels * 2.0 / 255.0).clamp(min=0.0)
+    threshold = np.float32(grey_levels * 2.0 / 255.0)
+    return blurred + np.sign(change) * np.maximum(np.abs(change) - threshold, np.float32(0.0))
 
 
 def restore_files(
@@ -273,8 +263,10 @@ def restore_files(
     from linefuse.data.images import load_rgb
 
     files, skipped = _image_files(inputs)
-    if steps < 1:
-        raise UserError(f"--steps {steps}: must be at least 1")
+    if not 1 <= steps <= params.model.train_timesteps:
+        raise UserError(
+            f"--steps {steps}: accepts 1 to {params.model.train_timesteps} (model.train_timesteps)"
+        )
     restorer = Restorer.from_params(params, adapter, device)
     out_dir.mkdir(parents=True, exist_ok=True)
     restored = 0

@@ -2,14 +2,16 @@
 
 A tile's cost grows faster than its pixels (the UNet's self-attention grows with the square of
 its positions) while smaller tiles spend more of their pixels on the overlap, so which size is
-cheapest depends on the model, the device and the image. Each candidate (every 32 px from
-4 x overlap up to tiles.size) is timed once, one tile through one sampler step; an image then
-takes the candidate whose tile count times its seconds is least. Batching tiles pays on a GPU and
-can cost on a CPU, where a batch of large tiles outgrows the caches: the chosen size is timed
-once more in batches of tiles.batch_size, and runs in them only where that is cheaper per tile.
-The seconds are cached per machine and model (LINEFUSE_CACHE, else ~/.cache/linefuse), so every
-process on the machine, evaluate, restore, serve and LineFusePipeline alike, makes the same
-choice for the same image and gives the same bytes; the choice is logged with the timings.
+cheapest depends on the model, its runtime, the device and the image. Each candidate (every 32
+px from 4 x overlap up to tiles.size) is timed once, one tile through one sampler step; an image
+then takes the candidate whose tile count times its seconds is least. Batching tiles pays on a
+GPU and can cost on a CPU, where a batch of large tiles outgrows the caches: the chosen size is
+timed once more in batches of tiles.batch_size, and runs in them only where that is cheaper per
+tile.
+The seconds are cached per machine, model and runtime (LINEFUSE_CACHE, else ~/.cache/linefuse),
+so every process on the machine that runs the model on the same runtime, evaluate, restore, serve
+and LineFusePipeline alike, makes the same choice for the same image; the choice is logged with
+the timings.
 """
 
 from __future__ import annotations
@@ -20,27 +22,43 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
-import torch
 
 from linefuse.hardware import cpu_flags, cpu_model
 from linefuse.inference.tiles import boxes
-
-if TYPE_CHECKING:
-    from linefuse.inference.restorer import Restorer
 
 log = logging.getLogger("linefuse")
 
 CANDIDATE_STEP = 32  # px between the candidate tile sizes
 
 
-def cache_file() -> Path:
+def cache_folder() -> Path:
+    """Where timings made once per machine are kept: LINEFUSE_CACHE, else ~/.cache/linefuse."""
     root = os.environ.get("LINEFUSE_CACHE") or Path(
         os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "linefuse"
     )
-    return Path(root) / "tile_seconds.json"
+    return Path(root)
+
+
+def cache_file(name: str = "tile_seconds.json") -> Path:
+    return cache_folder() / name
+
+
+def read_cache(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_cache(path: Path, key: str, entry: dict) -> None:
+    """`entry` under `key` in the cache file at `path`, written whole and renamed into place (a
+    process reading it meanwhile sees the old file or the new one)."""
+    stored = read_cache(path)
+    stored[key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    partial.replace(path)
 
 
 def candidates(largest: int, overlap: int) -> list[int]:
@@ -50,11 +68,20 @@ def candidates(largest: int, overlap: int) -> list[int]:
     return sizes if sizes and sizes[-1] == largest else [*sizes, largest]
 
 
+class Timed(Protocol):
+    """What TileCosts times: a restorer (inference/restorer.py, which holds its TileCosts)."""
+
+    settings: object  # its RestoreSettings (inference/restorer.py): tile size, overlap, batch
+    model: object  # its model on a runtime, whose timing_facts() say what else the seconds need
+
+    def restore(self, images, steps: int): ...
+
+
 class TileCosts:
     """Seconds per tile for one restorer: of each candidate size one tile at a time, and of a
     chosen size in batches of tiles.batch_size; timed on first use, cached."""
 
-    def __init__(self, restorer: Restorer):
+    def __init__(self, restorer: Timed):
         self.restorer = restorer
         self.seconds: dict[int, float] | None = None  # one tile at a time, by size
         self.batched: dict[int, float] = {}  # per tile in batches of tiles.batch_size, by size
@@ -103,7 +130,7 @@ class TileCosts:
         if self.seconds is not None:
             return self.seconds
         path = cache_file()
-        entry = self._stored().get(self._key(self._sizes()))
+        entry = read_cache(path).get(self._key(self._sizes()))
         if entry is not None:
             self.seconds = {int(size): s for size, s in entry["1"].items()}
             self.batched = {int(size): s for size, s in entry.get("batched", {}).items()}
@@ -119,19 +146,10 @@ class TileCosts:
     def _sizes(self) -> list[int]:
         return candidates(self.restorer.settings.whole, self.restorer.settings.overlap)
 
-    def _stored(self) -> dict:
-        path = cache_file()
-        return json.loads(path.read_text()) if path.is_file() else {}
-
     def _store(self) -> None:
-        """This restorer's entry into the cache file, written whole and renamed into place."""
-        stored = self._stored()
-        stored[self._key(self._sizes())] = {"1": self.seconds, "batched": self.batched}
-        path = cache_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-        partial.replace(path)
+        """This restorer's entry into the cache file."""
+        entry = {"1": self.seconds, "batched": self.batched}
+        write_cache(cache_file(), self._key(self._sizes()), entry)
 
     def _time(self, size: int, batch: int) -> float:
         """Seconds per tile of `size` px, `batch` at a time, through one sampler step: the
@@ -145,28 +163,16 @@ class TileCosts:
         return min(runs)
 
     def _key(self, sizes: list[int]) -> str:
-        """What the timings depend on: model architecture, device, threads, CPU, torch."""
+        """What the timings depend on: the model on its runtime (architecture, device, threads,
+        library versions), the CPU, the candidates, overlap and batch."""
         restorer = self.restorer
         facts = {
-            "unet": _architecture(restorer.unet),
-            "vae": _architecture(restorer.vae) if restorer.vae is not None else None,
-            "prompt": list(restorer.prompt.shape),
-            "device": str(restorer.device),
-            "threads": torch.get_num_threads(),
+            **restorer.model.timing_facts(),
             "cpu": cpu_model(),
             "cpu_flags": sorted(cpu_flags()),
-            "gpu": torch.cuda.get_device_name(0) if restorer.device.type == "cuda" else None,
-            "torch": torch.__version__,
             "sizes": sizes,
             "overlap": restorer.settings.overlap,
             "batch": restorer.settings.tile_batch,
         }
         text = json.dumps(facts, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _architecture(model) -> dict:
-    """A diffusers model's config less the keys diffusers adds (`_name_or_path`: where it was
-    loaded from), so the same architecture shares timings wherever its weights live (models/base,
-    a saved pipeline's unet/)."""
-    return {key: value for key, value in model.config.items() if not key.startswith("_")}

@@ -46,7 +46,7 @@ class BankParams(Strict):
 
 class WindowParams(Strict):
     """`linefuse base-window` (make base-window): one GPU window of the base's training, resumed
-    from the last window's stable state (train/window.py)."""
+    from the last window's stable state (base/window.py)."""
 
     init: str  # what the first window starts from: a shipped base or a local UNet folder
     lr: Annotated[float, Field(gt=0.0, le=1.0)]
@@ -59,12 +59,13 @@ class WindowParams(Strict):
     pool_gb: Annotated[float, Field(gt=0.0)]
     finish_seconds: Annotated[float, Field(gt=0.0)]
     drawn_charts: PositiveInt
+    drawn_seed: int  # the drawn-unlike set's seed (base/land.py)
     log_every: PositiveInt
 
 
 class BaseParams(Strict):
     """`linefuse base` (make base): the pretrained UNet LineFuse trains once and ships in
-    linefuse/zoo/<name>, on crops of a bank of sharp charts (linefuse.data.bank) degraded on
+    linefuse/zoo/<name>, on crops of a bank of sharp charts (linefuse.base.bank) degraded on
     the training device (linefuse.data.degrade_torch)."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
@@ -89,6 +90,7 @@ class BaseParams(Strict):
     checkpoint_every: PositiveInt
     workers: Annotated[int, Field(ge=0)] | Literal["auto"]
     score_charts: PositiveInt
+    score_seed: int  # the score set's seed (base/scores.py)
     window: WindowParams
 
     @property
@@ -150,3 +152,21 @@ def base_charts_are_not_the_default_data(params) -> None:
             f"{params.base.crop} px is larger than the smallest chart ({smallest} px); "
             f"accepts at most {smallest}",
         )
+
+
+@cross_check("base", "data")
+def selection_sets_have_their_own_seeds(params) -> None:
+    """The score set and the drawn-unlike set decide what ships: each is drawn with a seed of its
+    own, so none of their charts is one the default run reports (test, held out) or one the base
+    trains on (tests/base/test_selection.py proves it by content hash)."""
+    taken = {"data.charts.seed": params.data.charts.seed, "base.chart_seed": params.base.chart_seed}
+    for key, seed in (
+        ("base.score_seed", params.base.score_seed),
+        ("base.window.drawn_seed", params.base.window.drawn_seed),
+    ):
+        clash = next((name for name, used in taken.items() if used == seed), None)
+        if clash:
+            raise KeyedError(
+                key, f"{seed} is {clash}'s too: give the set a seed no other chart set uses"
+            )
+        taken[key] = seed

@@ -21,10 +21,15 @@ BASE_FIXED_CHART_KEYS = (
     "held_out_fraction",
     "libraries",
 )
-# The plotting libraries that draw charts, each through its own API (data/charts.py for
-# matplotlib, data/plotnine_charts.py, data/vega_charts.py), and the package each imports where
-# its charts are drawn
-LIBRARY_PACKAGES = {"matplotlib": "matplotlib", "plotnine": "plotnine", "vegalite": "vl_convert"}
+# The plotting libraries that draw charts, each through its own API (its drawer in data/charts/,
+# which data/charts/registry.py names), and the packages each imports where its charts are drawn
+LIBRARY_PACKAGES = {
+    "matplotlib": ("matplotlib",),
+    "plotnine": ("plotnine",),
+    "vegalite": ("vl_convert",),
+    "letsplot": ("lets_plot",),
+    "reportlab": ("reportlab", "pypdfium2"),  # ReportLab draws a PDF; PDFium rasterises it
+}
 LIBRARIES = tuple(LIBRARY_PACKAGES)
 
 

@@ -56,6 +56,7 @@ class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
     shrink: Annotated[float, Field(ge=0.0, le=255.0)]
     deskew: Literal["auto", "always", "never"]
+    runtime: Literal["auto", "onnx", "torch"]  # inference/runtime.py
     sweep: SweepParams
     batch_size: Annotated[int, Field(ge=1)]
     seed: int

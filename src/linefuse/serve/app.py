@@ -6,8 +6,10 @@ POST /restore takes an image upload (multipart field `file`) and returns the res
 POST /restore/batch takes several (fields `files`) and returns a zip of PNGs; GET /health and
 GET /adapters describe the service. Uploads are size-checked while they are read and
 pixel-checked from the header before anything is decoded; the model is loaded once per adapter
-and kept. Restoring runs in a worker thread, one request at a time, so the event loop stays free
-for /health; at most `serve.max_queue` requests run or wait, and more get 503 at once.
+and kept, on the runtime eval.runtime picks (inference/runtime.py: the default adapter on ONNX
+Runtime where that is faster on this CPU, importing no torch; another adapter on torch).
+Restoring runs in a worker thread, one request at a time, so the event loop stays free for
+/health; at most `serve.max_queue` requests run or wait, and more get 503 at once.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class RestoreService:
         )
         self.default_adapter = params.train.order()[-1]
         self.restorers: dict[str, Restorer] = {}
-        self.lock = threading.Lock()  # one restoration at a time: torch already uses every core
+        self.lock = threading.Lock()  # one restoration at a time: each runtime uses every core
         # requests running or waiting for the lock
         self.admitted = threading.BoundedSemaphore(self.settings.max_queue)
         self.in_flight = 0  # changed on the event loop only
@@ -90,6 +92,8 @@ class RestoreService:
             "default_adapter": self.default_adapter,
             "loaded": sorted(self.restorers),
             "device": self.device,
+            # each loaded adapter's runtime (onnx or torch), as eval.runtime chose it
+            "runtime": {name: r.runtime.value for name, r in sorted(self.restorers.items())},
             "dropped": dict(self.dropped),
             "in_flight": self.in_flight,  # restorations admitted and not yet finished
         }

@@ -1,6 +1,8 @@
-"""The evaluate stage: score the last curriculum adapter (and any per-domain ones) on the test and
-held-out images: PSNR/SSIM per domain and level, baselines, steps, chart units, tick labels; and
-save the base it scored as a LineFusePipeline (models/pipeline) that loads without params.yaml.
+"""The evaluate stage: export the base with the last curriculum adapter merged to ONNX
+(models/onnx, which restore and serve run on ONNX Runtime); score that model (on the runtime
+eval.runtime picks) and any per-domain adapters on the test and held-out images: PSNR/SSIM per
+domain and level, baselines, steps, chart units, tick labels; and save the base it scored as a
+LineFusePipeline (models/pipeline) that loads without params.yaml.
 
     python -m linefuse.stages.evaluate [--workers N] [--params params.yaml]
 """
@@ -14,6 +16,7 @@ import sys
 from linefuse import paths
 from linefuse.evaluate.evaluate import evaluate
 from linefuse.hardware import logged_device
+from linefuse.inference.onnx_export import export_onnx
 from linefuse.inference.pipeline import save_default_pipeline
 from linefuse.params import Sections
 from linefuse.params.compute import ComputeParams
@@ -39,11 +42,14 @@ class EvaluateSections(Sections):
 
 
 def run(params: EvaluateSections, args: argparse.Namespace) -> None:
+    last = params.train.order()[-1]
     with stage("evaluate") as written:
+        # first: evaluate scores the model as restore runs it, on the export where that is faster
+        export_onnx(paths.BASE_DIR, paths.adapter(last), paths.ONNX_DIR)
         report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
-        save_default_pipeline(params, paths.PIPELINE_DIR, params.train.order()[-1])
+        save_default_pipeline(params, paths.PIPELINE_DIR, last)
         written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
-        written.append(paths.PIPELINE_DIR)
+        written += [paths.PIPELINE_DIR, paths.ONNX_DIR]
     log, steps = logging.getLogger("linefuse"), params.eval.steps
     if summary := report["summary"]:
         low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]

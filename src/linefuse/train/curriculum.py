@@ -14,6 +14,7 @@ from peft import set_peft_model_state_dict
 
 from linefuse import paths
 from linefuse.inference.model import load_base
+from linefuse.train.job import Job
 from linefuse.train.model import (
     ADAPTER_WEIGHTS,
     adapter_start,
@@ -21,7 +22,7 @@ from linefuse.train.model import (
     quantize_frozen,
     save_adapter,
 )
-from linefuse.train.run import Job, TrainingRun
+from linefuse.train.run import TrainingRun
 from linefuse.train.trainset import shard_data
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from linefuse.stage import atomic_dir, write_json
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
-    from linefuse.train.run import Job
+    from linefuse.train.job import Job
 
 log = logging.getLogger("linefuse")
 METRICS_PATH = paths.train_metrics("domains")
@@ -31,7 +31,7 @@ LOG_DIR = paths.train_logs("domains")
 
 def domain_job(params: Params, domain: str, out_dir: Path, log_root: Path) -> Job:
     """One per-domain adapter: on the base, over that domain's samples of every level."""
-    from linefuse.train.run import Job
+    from linefuse.train.job import Job
 
     per_domain = params.train.per_domain
     return Job(

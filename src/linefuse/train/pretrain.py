@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from linefuse import paths
 from linefuse.paths import fresh_config
 from linefuse.stage import atomic_dir, write_json
+from linefuse.train.job import Job
 from linefuse.train.model import build_unet, count_parameters, save_base
-from linefuse.train.run import Job, TrainingRun
+from linefuse.train.run import TrainingRun
 from linefuse.train.trainset import null_prompt, shard_data
 
 if TYPE_CHECKING:

@@ -27,8 +27,9 @@ from linefuse import paths
 from linefuse.stage import UserError
 from linefuse.train.curriculum import adapter_model, train_job
 from linefuse.train.diffusion import noise_scheduler
+from linefuse.train.job import Job
 from linefuse.train.pretrain import pretrain_job, pretrain_model
-from linefuse.train.run import Job, make_accelerator, make_optimizer, make_schedule
+from linefuse.train.run import make_accelerator, make_optimizer, make_schedule
 from linefuse.train.step import Trainer, training_step
 from linefuse.train.trainset import shard_data
 

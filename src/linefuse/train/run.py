@@ -1,7 +1,7 @@
 """What every training loop shares around its steps: `TrainingRun`.
 
 pretrain (train/pretrain.py), each LoRA adapter (train/curriculum.py) and the base
-(train/base.py) each read as their own loop: their data, their model, then the steps. Around
+(base/train.py) each read as their own loop: their data, their model, then the steps. Around
 those steps they share one set-up and one finish, here: the accelerator on the device and
 precision chosen for this machine, the optimizer and schedule, checkpoints to resume from, the
 step log, and at the end the validation loss and the model, metrics and logs saved together.
@@ -17,7 +17,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from linefuse.hardware import Choice, choose_device, choose_precision
 from linefuse.stage import UserError, atomic_dir, atomic_file, work_done, write_json
 from linefuse.train.checkpoints import CheckpointStore, fingerprint, trim_step_log
 from linefuse.train.diffusion import clean_signal, noise_scheduler, weighted_loss
+from linefuse.train.job import Job
 from linefuse.train.model import count_parameters
 from linefuse.train.step import LossNotFinite, Trainer, draw_loss, step_draw, training_step
 from linefuse.train.telemetry import StepLogger, peak_memory_mb
@@ -46,26 +46,6 @@ DIGESTS_ENV = "LINEFUSE_TRAIN_DIGESTS"
 
 class TrainingDiverged(UserError):
     """The loss stopped being finite: stop, keep the last good checkpoint."""
-
-
-@dataclass
-class Job:
-    """What one training stage does: built from params by `pretrain_job`, `train_job`,
-    `domain_job` or `base_job`."""
-
-    name: str
-    steps: int
-    lr: float
-    lr_key: str  # where params.yaml sets lr, for messages
-    levels: list[str]
-    out_dir: Path
-    metrics_path: Path
-    log_dir: Path
-    unet: str = ""  # what a full training starts from (model.unet; base.init or base.unet)
-    init_adapter: Path | None = None
-    unfreeze_blocks: list[str] = field(default_factory=list)
-    domain: str | None = None
-    settings: dict = field(default_factory=dict)
 
 
 def make_accelerator(params: Params, state_dir: Path) -> tuple[Accelerator, Choice, Choice]:

@@ -2,7 +2,7 @@
 micro-batch trains on (`step_draw`, from a seeded generator), the model's loss on it
 (`draw_loss`), and, for the loops of pretrain, the adapters and the base (train/run.py's
 `TrainingRun.micro_step`), the profiler and the benchmarks, the step itself under accelerate
-(`training_step`). train/window.py steps its own compiled model around the
+(`training_step`). base/window.py steps its own compiled model around the
 same draw and loss."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
+from torch import Tensor
 
 from linefuse import paths
 from linefuse.hardware import host_to_device
@@ -20,11 +21,29 @@ from linefuse.inference.label_reader import LabelReader, ctc_loss
 from linefuse.inference.model import predict
 from linefuse.inference.sampler import restored_from
 from linefuse.stage import UserError
-from linefuse.train.base_batches import TextTargets, label_pixel_weights
 from linefuse.train.diffusion import clean_signal, noisy_and_target, start_noise, weighted_loss
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
+
+
+@dataclass
+class TextTargets:
+    """A batch's tick labels: `mask` (B, 1, H, W) is 1 on their pixels; `boxes` (N, 5) holds
+    (sample, left, top, right, bottom) of each readable label, `targets` (N, T) and `lengths`
+    (N,) its CTC encoding (data/labels.encode)."""
+
+    mask: Tensor
+    boxes: Tensor
+    targets: Tensor
+    lengths: Tensor
+
+
+def label_pixel_weights(mask: Tensor, label_weight: float) -> Tensor:
+    """1 off the labels and 1 + label_weight on them, scaled to a mean of 1 in each sample: the
+    weight moves the loss onto the labels without changing its scale."""
+    weights = 1.0 + label_weight * mask
+    return weights / weights.mean(dim=(1, 2, 3), keepdim=True)
 
 
 @dataclass

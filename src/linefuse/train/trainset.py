@@ -29,7 +29,7 @@ from linefuse.train.model import zero_prompt
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
-    from linefuse.train.run import Job
+    from linefuse.train.job import Job
 
 
 class PixelPairs:

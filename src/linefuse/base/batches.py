@@ -1,40 +1,28 @@
 """The base's batches: sharp bank crops degraded on the training device, with their tick labels.
 
-A loader batch of `linefuse.data.bank.BankCrops` holds sharp uint8 crops and what the sidecar
+A loader batch of `linefuse.base.bank.BankCrops` holds sharp uint8 crops and what the sidecar
 says of their tick labels. On the device each crop draws its (domain, level) and is degraded by
 `degrade_torch`, from a generator seeded by (optim.seed, step, micro-batch, rank): a resumed or
 re-run step degrades alike, whatever the loader workers did (on one kind of device: a GPU's
 generator draws otherwise than a CPU's). The labels become what the loss
-reads: a pixel weight over their boxes and the (box, text) pairs the label reader's CTC loss
-scores the restoration on.
+reads (train/step.py's TextTargets): a pixel weight over their boxes and the (box, text) pairs
+the label reader's CTC loss scores the restoration on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
+from linefuse.train.step import TextTargets
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
-
-
-@dataclass
-class TextTargets:
-    """A batch's tick labels: `mask` (B, 1, H, W) is 1 on their pixels; `boxes` (N, 5) holds
-    (sample, left, top, right, bottom) of each readable label, `targets` (N, T) and `lengths`
-    (N,) its CTC encoding (data/labels.encode)."""
-
-    mask: Tensor
-    boxes: Tensor
-    targets: Tensor
-    lengths: Tensor
 
 
 def step_generator(params: Params, step: int, micro: int, rank: int) -> torch.Generator:
@@ -68,10 +56,3 @@ def device_pairs(
         lengths=lengths[present],
     )
     return blurred * 2 - 1, sharp * 2 - 1, labels
-
-
-def label_pixel_weights(mask: Tensor, label_weight: float) -> Tensor:
-    """1 off the labels and 1 + label_weight on them, scaled to a mean of 1 in each sample: the
-    weight moves the loss onto the labels without changing its scale."""
-    weights = 1.0 + label_weight * mask
-    return weights / weights.mean(dim=(1, 2, 3), keepdim=True)

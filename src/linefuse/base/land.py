@@ -1,13 +1,18 @@
 """A base window's scores and verdict: the weights it offers against the base that ships, both
 restored here (`linefuse base-land`, on the CPU where time is free) on one draw of the model
-card's score set and of a set drawn unlike the default data.
+card's score set and of a set drawn unlike the default data, each with a seed of its own
+(base.score_seed, base.window.drawn_seed), so nothing that decides a ship is a chart the default
+run reports.
 
 Both models restore the same images, so the rule reads each image's difference (candidate gain
 - shipped gain) and the interval of its mean (evaluate's stratified bootstrap over the domain x
-level cells): the weights ship when that interval lies above zero on the test and on the
-held-out part, the drawn-unlike set's mean difference is not below -DRAWN_TOLERANCE_DB, and a
-sharp chart still comes back at SHARP_FLOOR_DB or better. Two unpaired intervals would need a
-gain of about their width (a third of a dB on 90 held-out images) before any window could ship.
+level cells). The verdict reads the trained looks alone: the weights ship when that interval
+lies above zero on the score set's test part, the drawn-unlike set's trained part loses no more
+than DRAWN_TOLERANCE_DB on average, and the test part's sharp charts come back at SHARP_FLOOR_DB
+or better. The held-out families and library are scored on both sets and recorded beside the
+verdict (paired held_out and drawn_held_out), never part of it: what is held out is measured,
+never selected on. Two unpaired intervals would need a gain of about their width (a third of a
+dB on 90 images) before any window could ship.
 """
 
 from __future__ import annotations
@@ -24,19 +29,20 @@ import numpy as np
 from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 
 from linefuse import paths
-from linefuse.evaluate.base_scores import score_base, scoring_charts
+from linefuse.base.card import with_ledger, write_window_card
+from linefuse.base.scores import score_base, scoring_charts
 from linefuse.evaluate.intervals import mean_of_means_interval
-from linefuse.evaluate.model_card import CARD, SCORES, with_ledger, write_window_card
 from linefuse.hardware import choose_device
 from linefuse.stage import UserError, atomic_dir, write_json
 
 if TYPE_CHECKING:
+    from linefuse.params.data import ChartParams
     from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 
 
-SHARP_FLOOR_DB = 45.0  # a sharp chart through the model, worst of the score set
+SHARP_FLOOR_DB = 45.0  # a sharp chart through the model, worst of the score set's test part
 # the drawn-unlike set's mean paired difference a new base may lose: the noise of two models'
 # restorations of one image, not a look the new weights forgot
 DRAWN_TOLERANCE_DB = 0.05
@@ -52,12 +58,10 @@ DRAWN_UNLIKE = {
 }
 
 
-def drawn_params(params: Params) -> Params:
-    """params whose default charts are the drawn set's (scoring_charts draws them)."""
-    charts = params.data.charts.model_copy(update=DRAWN_UNLIKE)
-    base = params.base.model_copy(update={"score_charts": params.base.window.drawn_charts})
-    return params.model_copy(
-        update={"data": params.data.model_copy(update={"charts": charts}), "base": base}
+def drawn_chart_params(params: Params) -> ChartParams:
+    """The drawn-unlike set's recipe: data.charts with DRAWN_UNLIKE, drawn with its own seed."""
+    return params.data.charts.model_copy(
+        update={**DRAWN_UNLIKE, "seed": params.base.window.drawn_seed}
     )
 
 
@@ -69,15 +73,16 @@ def score_window(params: Params, candidate: Path, device: str, workers: int) -> 
     models = (("candidate", candidate), ("shipped", shipped))
     charts = scoring_charts(params, workers)
     scores = {name: score_base(params, folder, device, charts) for name, folder in models}
-    drawn = drawn_params(params)
-    charts = scoring_charts(drawn, workers)
+    count = params.base.window.drawn_charts
+    charts = scoring_charts(params, workers, drawn_chart_params(params), count)
     scores["drawn"] = {  # PSNR only: the verdict reads no labels there
-        name: score_base(drawn, folder, device, charts, read_labels=False)
+        name: score_base(params, folder, device, charts, read_labels=False)
         for name, folder in models
     }
     scores["shipped_weights"] = weights_digest(shipped)
     scores["paired"] = paired(params, scores)
-    scores["verdict"] = verdict(scores["paired"], scores["candidate"]["sharp"]["worst"])
+    trained_sharp = scores["candidate"]["test"].get("sharp", {}).get("worst")
+    scores["verdict"] = verdict(scores["paired"], trained_sharp)
     return scores
 
 
@@ -87,9 +92,10 @@ def weights_digest(model: Path) -> str:
 
 
 def paired(params: Params, scores: dict) -> dict:
-    """Candidate minus shipped, image by image: {test, held_out, drawn: {mean, low, high,
-    samples, better}}; test and held_out with the stratified interval over their cells, drawn
-    pooled over both its splits (better: the share of images the candidate restored better)."""
+    """Candidate minus shipped, image by image: {test, held_out, drawn, drawn_held_out: {mean,
+    samples, better, ...}}; the score set's splits with the stratified interval over their
+    cells, the drawn set's pooled over its cells (better: the share of images the candidate
+    restored better). A split without charts has no entry."""
 
     def differences(candidate: dict, shipped: dict) -> list[np.ndarray]:
         return [
@@ -101,37 +107,37 @@ def paired(params: Params, scores: dict) -> dict:
         every = np.concatenate(cells) if cells else np.zeros(0)
         return {**found, "better": float(np.mean(every > 0)) if every.size else None}
 
-    result = {
-        split: summary(differences(scores["candidate"][split], scores["shipped"][split]))
-        for split in ("test", "held_out")
-        if scores["candidate"].get(split)
-    }
+    def pooled(cells: list[np.ndarray]) -> dict:
+        every = np.concatenate(cells)
+        return {
+            "mean": float(every.mean()),
+            "samples": int(every.size),
+            "better": float(np.mean(every > 0)),
+        }
+
+    result = {}
     drawn = scores["drawn"]
-    every = [
-        cell
-        for split in ("test", "held_out")
-        if drawn["candidate"].get(split)
-        for cell in differences(drawn["candidate"][split], drawn["shipped"][split])
-    ]
-    pooled = np.concatenate(every)
-    result["drawn"] = {
-        "mean": float(pooled.mean()),
-        "samples": int(pooled.size),
-        "better": float(np.mean(pooled > 0)),
-    }
+    for split, drawn_key in (("test", "drawn"), ("held_out", "drawn_held_out")):
+        if scores["candidate"].get(split):
+            cells = differences(scores["candidate"][split], scores["shipped"][split])
+            result[split] = summary(cells)
+        if drawn["candidate"].get(split):
+            cells = differences(drawn["candidate"][split], drawn["shipped"][split])
+            result[drawn_key] = pooled(cells)
     return result
 
 
-def verdict(paired: dict, sharp_worst: float) -> dict:
-    """Whether the candidate ships, and each condition it was held to: on test and held out the
-    paired interval above zero (a split without an interval is not beaten), the drawn set's mean
-    difference at least -DRAWN_TOLERANCE_DB, the sharp floor kept."""
+def verdict(paired: dict, sharp_worst: float | None) -> dict:
+    """Whether the candidate ships, and each condition it was held to, all on the trained looks:
+    the score set's test part's paired interval above zero, the drawn set's trained part's mean
+    difference at least -DRAWN_TOLERANCE_DB, the test part's worst sharp chart (`sharp_worst`)
+    at the floor. A part with no charts passes nothing. The held-out parts of `paired` are not
+    read: they are reported beside the verdict, never selected on."""
     checks = {
-        f"{split}_beaten": (paired.get(split, {}).get("low") or 0.0) > 0.0
-        for split in ("test", "held_out")
+        "test_beaten": (paired.get("test", {}).get("low") or 0.0) > 0.0,
+        "drawn_not_lost": paired.get("drawn", {}).get("mean", -np.inf) >= -DRAWN_TOLERANCE_DB,
+        "sharp_kept": sharp_worst is not None and sharp_worst >= SHARP_FLOOR_DB,
     }
-    checks["drawn_not_lost"] = paired["drawn"]["mean"] >= -DRAWN_TOLERANCE_DB
-    checks["sharp_kept"] = sharp_worst >= SHARP_FLOOR_DB
     return {**checks, "ships": all(checks.values())}
 
 
@@ -173,9 +179,9 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
             "cumulative_pairs": ledger["init_pairs"] + record["candidate_pairs"],
             "pairs_per_s": record["summary"]["pairs_per_s"],
             "step_share": record["summary"]["step_share"],
-            "test": scores["candidate"]["test"]["mean"],
+            "test": scores["candidate"]["test"].get("mean"),
             "held_out": scores["candidate"]["held_out"].get("mean"),
-            "test_vs_shipped": scores["paired"]["test"]["mean"],
+            "test_vs_shipped": scores["paired"].get("test", {}).get("mean"),
             "held_out_vs_shipped": scores["paired"].get("held_out", {}).get("mean"),
             "sharp_worst": scores["candidate"]["sharp"]["worst"],
             "verdict": scores["verdict"],
@@ -189,12 +195,14 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
     kept = paths.BASE_WINDOWS_DIR / paths.WINDOW_CANDIDATE_DIR
     with atomic_dir(folder if ships else kept) as tmp:
         shutil.copytree(offered, tmp, dirs_exist_ok=True)
-        (tmp / SCORES).write_text(json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n")
+        (tmp / paths.SCORES_FILE).write_text(
+            json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
+        )
     if ships:
         shutil.rmtree(kept, ignore_errors=True)  # an older offer, superseded by what ships
         write_window_card(params, folder, scores["candidate"], ledger)
     else:  # the shipped weights' own card, its ledger brought up to date
-        card = folder / CARD
+        card = folder / paths.CARD_FILE
         card.write_text(with_ledger(card.read_text(), ledger))
     write_json(ledger_path, ledger)
     write_json(paths.BASE_WINDOWS_DIR / f"scores-{ledger['windows'][-1]['window']}.json", scores)

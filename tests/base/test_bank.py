@@ -8,6 +8,7 @@ import importlib.metadata
 import importlib.util
 import json
 import re
+from collections import Counter
 from contextlib import chdir
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from linefuse.data import bank
+from linefuse.base import bank
 from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.params.data import LIBRARIES, LIBRARY_PACKAGES
 from linefuse.params.full import load_params
@@ -27,7 +28,16 @@ from conftest import ROOT, run_cli, tiny_params, write_params
 
 CHARTS = 8
 # what a GPU image's python3 has (the Makefile's `make wheels` says so): the rest must travel
-GPU_IMAGE = {"matplotlib", "numpy", "pandas", "scipy", "statsmodels", "torch", "accelerate"}
+GPU_IMAGE = {
+    "matplotlib",
+    "numpy",
+    "pandas",
+    "pillow",
+    "scipy",
+    "statsmodels",
+    "torch",
+    "accelerate",
+}
 
 
 def bank_params(project: Path, **bank_keys) -> dict:
@@ -166,9 +176,37 @@ def test_make_wheels_carries_every_library_the_bank_may_draw():
     wheels = {name.lower().replace("_", "-") for name in listed.replace("\\", " ").split()}
     params = load_params(ROOT / "params.yaml")
     for library in set(LIBRARIES) - set(params.data.charts.held_out) - GPU_IMAGE:
-        needed = {library} | {
-            re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
-            for requirement in importlib.metadata.requires(LIBRARY_PACKAGES[library])
+        distributions = {
+            name.lower().replace("_", "-")
+            for package in LIBRARY_PACKAGES[library]
+            for name in importlib.metadata.packages_distributions()[package]
+        }
+        needed = distributions | {
+            re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower().replace("_", "-")
+            for name in distributions
+            for requirement in importlib.metadata.requires(name) or []
             if "extra ==" not in requirement
         }
         assert needed - GPU_IMAGE <= wheels, (library, needed - GPU_IMAGE - wheels)
+
+
+def test_the_bank_draws_every_library_of_base_libraries_each_with_its_facts(built):
+    """base.libraries (three libraries, each its own rasteriser) share the bank; every chart
+    keeps who drew it, its plot box inside the image, its axis limits and its tick labels
+    (both axes, boxes inside the image, outside the plot box)."""
+    with chdir(built):
+        params = load_params("params.yaml")
+        folder = bank.bank_dir(params)
+    with bank.open_bank(built / folder).begin() as txn:
+        metas = [json.loads(txn.get(f"{i:09d}.json".encode())) for i in range(CHARTS)]
+    drawn = Counter(meta["library"] for meta in metas)
+    assert set(drawn) == set(params.base.libraries) and len(drawn) >= 3, drawn
+    for meta in metas:
+        left, top, right, bottom = meta["plot_box"]
+        assert 0 <= left < right <= meta["width"] and 0 <= top < bottom <= meta["height"]
+        assert meta["xlim"][0] < meta["xlim"][1] and meta["ylim"][0] < meta["ylim"][1]
+        assert {label["axis"] for label in meta["tick_labels"]} == {"x", "y"}, meta["library"]
+        for label in meta["tick_labels"]:
+            x0, y0, x1, y1 = label["box"]
+            assert 0 <= x0 < x1 <= meta["width"] and 0 <= y0 < y1 <= meta["height"]
+            assert y0 >= bottom - 1 if label["axis"] == "x" else x1 <= left + 1, label

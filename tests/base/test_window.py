@@ -16,11 +16,11 @@ from diffusers import UNet2DConditionModel
 from safetensors import safe_open
 
 from linefuse import paths
-from linefuse.evaluate import base_window
-from linefuse.evaluate.base_window import paired, verdict
+from linefuse.base import land as base_window
+from linefuse.base.land import paired, verdict
+from linefuse.base.window import load_state, measured_setting, summarise
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.params.full import Params
-from linefuse.train.window import load_state, measured_setting, summarise
 
 from conftest import ROOT, built_once, run_cli, shared_folder, tiny_params, write_params
 
@@ -140,17 +140,30 @@ def _report(cells: dict[str, np.ndarray], worst: float = 55.0) -> dict:
     return {"test": {"gains": {c: list(g) for c, g in cells.items()}}, "sharp": {"worst": worst}}
 
 
-def _scores(shipped_cells, candidate_cells, drawn_shift=0.0, worst=55.0) -> dict:
-    """scores as score_window makes them: the same cells in test, held out and the drawn set."""
+def _scores(shipped_cells, candidate_cells, drawn_shift=0.0, worst=55.0, held_shift=None) -> dict:
+    """scores as score_window makes them: the same cells in the score set's test and held-out
+    parts and in the drawn set's two parts; `held_shift`: the candidate's held-out gains (score
+    set and drawn set) are instead the shipped ones plus this, give or take a tenth of a dB."""
+    held = candidate_cells
+    if held_shift is not None:
+        held = {
+            c: g + held_shift + np.linspace(-0.1, 0.1, g.size) for c, g in shipped_cells.items()
+        }
     both = {
-        name: {"test": _report(cells)["test"], "held_out": _report(cells)["test"]}
-        for name, cells in (("shipped", shipped_cells), ("candidate", candidate_cells))
+        name: {"test": _report(cells)["test"], "held_out": _report(held_cells)["test"]}
+        for name, cells, held_cells in (
+            ("shipped", shipped_cells, shipped_cells),
+            ("candidate", candidate_cells, held),
+        )
     }
     shifted = {c: g + drawn_shift for c, g in shipped_cells.items()}
     drawn = {
         "shipped": {"test": _report(shipped_cells)["test"], "held_out": {}},
         "candidate": {"test": _report(shifted)["test"], "held_out": {}},
     }
+    if held_shift is not None:
+        drawn["shipped"]["held_out"] = _report(shipped_cells)["test"]
+        drawn["candidate"]["held_out"] = _report(held)["test"]
     both["candidate"]["sharp"] = {"worst": worst}
     return {**both, "drawn": drawn}
 
@@ -175,7 +188,6 @@ def test_the_ship_rule_is_paired_image_by_image():
     assert found["drawn"] == {"mean": 0.0, "samples": 18, "better": 0.0}
     assert verdict(found, 55.0) == {
         "test_beaten": True,
-        "held_out_beaten": True,
         "drawn_not_lost": True,
         "sharp_kept": True,
         "ships": True,
@@ -193,6 +205,34 @@ def test_the_ship_rule_is_paired_image_by_image():
     assert not verdict(paired(params, _scores(one, {c: g + 1 for c, g in one.items()})), 55)[
         "ships"
     ]
+    # a set with no trained chart judges nothing: a part that is missing passes no check
+    assert verdict({}, None) == {
+        "test_beaten": False,
+        "drawn_not_lost": False,
+        "sharp_kept": False,
+        "ships": False,
+    }
+
+
+@pytest.mark.parametrize("better", [True, False])
+def test_the_verdict_never_reads_the_held_out_looks(better):
+    """Selection never sees what is reported: the held-out families and library are scored on
+    both sets and paired beside the verdict, but however they moved (5 dB worse on every
+    held-out image, or 5 dB better) the verdict is the one the trained looks give."""
+    rng = np.random.default_rng(1)
+    shipped = {f"motion/{lvl}": rng.normal(5.0, 1.0, 6) for lvl in ("easy", "medium", "hard")}
+    candidate = {c: g + (0.3 if better else -0.3) for c, g in shipped.items()}
+    params = Params.model_validate(tiny_params())
+    reference = verdict(paired(params, _scores(shipped, candidate)), 55.0)
+    assert reference["ships"] is better
+    for shift in (-5.0, 5.0):
+        found = paired(params, _scores(shipped, candidate, held_shift=shift))
+        # measured and reported: both held-out parts carry the shift ...
+        assert found["held_out"]["mean"] == pytest.approx(shift)
+        assert (found["held_out"]["high"] < 0) if shift < 0 else (found["held_out"]["low"] > 0)
+        assert found["drawn_held_out"]["mean"] == pytest.approx(shift)
+        # ... never selected on: the verdict and its checks are unchanged
+        assert verdict(found, 55.0) == reference
 
 
 def test_the_summary_counts_only_training_steps_as_step_time():
@@ -243,12 +283,17 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     assert row["cumulative_pairs"] == 1000 + record["candidate_pairs"]
     assert row["verdict"] == scores["verdict"] and row["shipped"] == row["verdict"]["ships"]
     assert row["test_vs_shipped"] == scores["paired"]["test"]["mean"]
-    # every image of both models, paired: 2 charts x 15 (domain, level) on the score set
+    # every image of both models, paired: 2 charts x 15 (domain, level) on the score set, one of
+    # a trained look and one held out (base.score_seed's first two tiny charts)
     test_cells = scores["candidate"]["test"]["gains"]
-    assert sum(map(len, test_cells.values())) + scores["paired"].get("held_out", {}).get(
-        "samples", 0
-    ) == 2 * 15 and set(test_cells) == set(scores["shipped"]["test"]["gains"])
+    assert sum(map(len, test_cells.values())) == 15 == scores["paired"]["held_out"]["samples"]
+    assert set(test_cells) == set(scores["shipped"]["test"]["gains"])
     assert scores["paired"]["drawn"]["samples"] == 15
+    # the held-out part is scored and recorded beside the verdict, which names no held-out check
+    assert row["held_out_vs_shipped"] == scores["paired"]["held_out"]["mean"]
+    assert set(row["verdict"]) == {"test_beaten", "drawn_not_lost", "sharp_kept", "ships"}
+    sharp = scores["candidate"]["test"]["sharp"]["worst"]
+    assert row["verdict"]["sharp_kept"] == (sharp >= base_window.SHARP_FLOOR_DB)
     assert (windows / "state.safetensors").read_bytes() == (
         two_windows / "first/state.safetensors"
     ).read_bytes()

@@ -1,6 +1,6 @@
 """Sharp charts held on the training device, cropped there: the base's data at GPU speed.
 
-The bank (linefuse.data.bank) hands a loader one crop at a time, each an LMDB read and a numpy
+The bank (linefuse.base.bank) hands a loader one crop at a time, each an LMDB read and a numpy
 window in a worker process: a few thousand pairs a second, far below what a GPU trains on 64 px
 crops. A GPU base window instead keeps its charts in one flat uint8 buffer on the device and cuts
 a whole batch of crops with one gather, seeded per step; the charts keep coming from matplotlib
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from linefuse.data.bank import INK_LEVEL
-from linefuse.data.charts import base_chart_params, draw_chart
+from linefuse.base.bank import INK_LEVEL
+from linefuse.data.charts import base_chart_params, draw_chart, require_libraries
 from linefuse.data.degrade import item_rng
 from linefuse.hardware import host_to_device
 from linefuse.params.data import ChartParams
@@ -74,7 +74,9 @@ class ChartDrawer:
     AHEAD = 4  # charts queued per worker
 
     def __init__(self, params: Params, first: int, workers: int):
-        self.draw = partial(draw_record, base_chart_params(params), params.base.chart_seed)
+        charts = base_chart_params(params)
+        require_libraries(charts.libraries, "base.libraries")  # one line, before a worker starts
+        self.draw = partial(draw_record, charts, params.base.chart_seed)
         self.pool = get_context("fork").Pool(max(1, workers))
         self.queued: deque = deque()
         self.next_index = first  # the first chart not yet handed over

@@ -11,7 +11,7 @@ the weights the window offers to ship. On a device kind no window has trained on
 seconds measure the settings that set the speed (batch, channels_last, precision,
 cudnn.benchmark, fused AdamW, torch.compile) on real training steps and keep the fastest; the
 state keeps that setting per kind, and the compiled kernels travel beside it
-(train/compiled_kernels.py), so a later window on that kind trains at once. Nothing but training
+(base/compiled_kernels.py), so a later window on that kind trains at once. Nothing but training
 runs on the device: `linefuse base-land` scores the offered weights afterwards, on the CPU.
 
 The step never waits for the device: the losses add up there and are read every
@@ -37,15 +37,15 @@ from safetensors.torch import load_file, save_file
 from torch.utils.flop_counter import FlopCounterMode
 
 from linefuse import paths
+from linefuse.base.compiled_kernels import load_kernels, save_kernels
+from linefuse.base.device_charts import ChartDrawer, DeviceCharts
+from linefuse.base.window_trace import trace_steps
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
-from linefuse.data.device_charts import ChartDrawer, DeviceCharts
 from linefuse.hardware import choose_device, choose_precision, cpu_model
 from linefuse.stage import UserError, atomic_dir
-from linefuse.train.compiled_kernels import load_kernels, save_kernels
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
-from linefuse.train.window_trace import trace_steps
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -439,7 +439,7 @@ def train_window(
     out/state.safetensors (the stable state), out/candidate (the cooled weights),
     out/compiled.safetensors (where it compiled) and out/steps.jsonl; returns the window's
     record (phases, speeds, the tune table, the state, and where `trace` steps are asked for,
-    their profile: train/window_trace.py)."""
+    their profile: base/window_trace.py)."""
     window, phases = params.base.window, {}
     clock = time.perf_counter()
     trainer = Trainer(params, state_dir, workers)

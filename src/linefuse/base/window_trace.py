@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -21,18 +20,16 @@ from torch.profiler import ProfilerActivity, profile
 from linefuse.train.model import build_unet
 from linefuse.train.step import draw_loss, step_draw
 
-if TYPE_CHECKING:
-    from linefuse.train.window import Trainer
-
 log = logging.getLogger("linefuse")
 
 TOP_KERNELS = 15
 WIDE_UNET = "wide"  # train/configs/wide_unet.json: the base's blocks at twice the channels
 
 
-def trace_steps(trainer: Trainer, steps: int) -> dict:
-    """The profile of `steps` training steps of the window (they train: the state moves on) and
-    the eager step time of the base's UNet against the wide one's."""
+def trace_steps(trainer, steps: int) -> dict:
+    """The profile of `steps` training steps of the window's `trainer` (a base/window.py
+    Trainer; they train: the state moves on) and the eager step time of the base's UNet against
+    the wide one's."""
     cuda = trainer.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as profiler:
@@ -77,7 +74,7 @@ def _device_us(event, cuda: bool) -> float:
     return event.self_device_time_total if cuda else event.self_cpu_time_total
 
 
-def _eager_step_ms(trainer: Trainer, model: torch.nn.Module, steps: int = 3) -> float:
+def _eager_step_ms(trainer, model: torch.nn.Module, steps: int = 3) -> float:
     """ms of a forward and backward of `model` (no optimizer step: the weights stay) on the
     window's batch and precision, eager, after one untimed step."""
     params, batch = trainer.params, trainer.setting.batch

@@ -1,5 +1,5 @@
 """A planned chart drawn by plotnine: ggplot2's grammar and themes (grey, bw, minimal, classic,
-light, dark) over the same ChartPlan as matplotlib's drawer (data/charts.py).
+light, dark) over the same ChartPlan as matplotlib's drawer (matplotlib_drawer.py).
 
 plotnine lays out and draws through matplotlib, so what it drew is measured from its own figure
 with the matplotlib drawer's functions: the plot box and limits of its panel, each series' drawn
@@ -10,6 +10,9 @@ the panel (ggplot2's places), and it draws no peak note.
 from __future__ import annotations
 
 import numpy as np
+
+from linefuse.data.charts.facts import bundled_file, hex_colour, on_white
+from linefuse.data.charts.matplotlib_drawer import sidecar
 
 THEMES = ("grey", "bw", "minimal", "classic", "light", "dark")
 # the plan's (matplotlib's) legend place as one of ggplot2's, outside the panel
@@ -26,9 +29,7 @@ def render(plan) -> tuple[np.ndarray, dict]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from mizani.palettes import hue_pal
 
-    from linefuse.data.charts import _bundled_file, _on_white, _sidecar
-
-    _bundled_file(plan.font)
+    bundled_file(plan.font)
     labels = [s.label for s in plan.series]
     rows = pd.DataFrame(
         {
@@ -39,7 +40,8 @@ def render(plan) -> tuple[np.ndarray, dict]:
     )
     palette = hue_pal()(len(labels))  # ggplot2's own colours where the plan names none
     colours = {
-        s.label: palette[k] if s.color is None else _hex(s.color) for k, s in enumerate(plan.series)
+        s.label: palette[k] if s.color is None else hex_colour(s.color)
+        for k, s in enumerate(plan.series)
     }
     chart = (
         p9.ggplot(rows, p9.aes("wavelength", "value", color="series", linetype="series"))
@@ -80,15 +82,11 @@ def render(plan) -> tuple[np.ndarray, dict]:
         rgba = np.asarray(canvas.buffer_rgba()).copy()
         axes = figure.axes[:1]
         lines = axes[0].get_lines()[: len(plan.series)]
-        sidecar = _sidecar(plan, axes, canvas.get_renderer(), lines, None, height=rgba.shape[0])
+        measured = sidecar(plan, axes, canvas.get_renderer(), lines, None, height=rgba.shape[0])
     finally:
         import matplotlib.pyplot as plt
 
         plt.close(figure)
     if rgba.shape[:2] != (plan.height, plan.width):
         raise AssertionError(f"plotnine drew {rgba.shape[1]}x{rgba.shape[0]}, not {plan.width}")
-    return _on_white(rgba), sidecar
-
-
-def _hex(colour: tuple[float, float, float]) -> str:
-    return "#" + "".join(f"{round(255 * c):02x}" for c in colour)
+    return on_white(rgba), measured

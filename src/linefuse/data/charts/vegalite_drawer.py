@@ -1,6 +1,6 @@
 """A planned chart drawn by Vega-Lite: a spec compiled and rendered without a browser by
 vl-convert (Vega's own layout, resvg's rasteriser), in one of Vega's themes, over the same
-ChartPlan as matplotlib's drawer (data/charts.py).
+ChartPlan as matplotlib's drawer (matplotlib_drawer.py).
 
 Sizes are in pixels (a point is dpi / 72 px) and the whole view, axes and padding included, is
 fitted to the planned pixel size. The sidecar's facts come from Vega itself: the scenegraph gives
@@ -8,7 +8,7 @@ the plot area, each line's drawn stroke and width, the grid rules, the legend's 
 tick label's text and anchor; the SVG gives the view's origin; the axis limits are the scale
 domains the spec fixes. A tick label's box is the ink it leaves: the chart is rendered a second
 time with the labels transparent (the same layout), and each label owns the changed pixels nearest
-its anchor along its axis.
+its anchor along its axis (facts.label_boxes).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from linefuse.data.charts.facts import bundled_file, hex_colour, label_boxes, rgb255
 
 THEMES = (
     "default",
@@ -94,7 +96,7 @@ def spec(plan) -> dict:
             rows.append({"x": float(wavelength), "y": float(value), "s": s.label, "m": marked})
     colour = {"field": "s", "type": "nominal", "sort": labels}
     if all(s.color is not None for s in plan.series):
-        colour["scale"] = {"domain": labels, "range": [_hex(s.color) for s in plan.series]}
+        colour["scale"] = {"domain": labels, "range": [hex_colour(s.color) for s in plan.series]}
     if plan.legend is None:
         colour["legend"] = None
     else:
@@ -177,9 +179,7 @@ def render(plan) -> tuple[np.ndarray, dict]:
     Vega-Lite in the theme plan.style."""
     import vl_convert
 
-    from linefuse.data.charts import _bundled_file
-
-    _bundled_file(plan.font)
+    bundled_file(plan.font)
     _runtime_is_this_process()
     _fonts()
     chart = spec(plan)
@@ -238,7 +238,7 @@ def _sidecar(plan, scene: dict, origin, image: np.ndarray, unlabelled: np.ndarra
     series = [
         {
             "column": s.column,
-            "color": _rgb255(lines[s.label]["stroke"]),
+            "color": rgb255(lines[s.label]["stroke"]),
             "linewidth_px": round(float(lines[s.label]["strokeWidth"]), 4),
             "linestyle": s.linestyle,
             "marker": s.marker,
@@ -290,21 +290,15 @@ def _furniture(scene: dict, origin, image: np.ndarray) -> dict:
             {
                 "points": [[round(x, 2), round(y, 2)], [round(end[0], 2), round(end[1], 2)]],
                 "width_px": float(item.get("strokeWidth", 1)),
-                "color": _rgb255(item.get("stroke", "#000")),
+                "color": rgb255(item.get("stroke", "#000")),
             }
         )
     return {"boxes": boxes, "lines": lines}
 
 
 def _tick_labels(scene: dict, origin, box: list[float], image, unlabelled) -> list[dict]:
-    """Each drawn tick label's text and its ink's box (left, top, right, bottom; y down): the
-    pixels the labels changed, in pieces; a piece centred below the plot area is an x label's,
-    one that ends left of it a y label's, each given to its axis' label whose anchor is nearest
-    along it."""
-    from scipy import ndimage
-
-    ink = np.abs(image.astype(np.int16) - unlabelled.astype(np.int16)).max(axis=2) > 0
-    pieces, _ = ndimage.label(ink, structure=np.ones((3, 3)))
+    """Each drawn tick label's text and its ink's box (left, top, right, bottom; y down), from
+    the scenegraph's label anchors and the ink the labels left (facts.label_boxes)."""
     anchors = [
         (
             "x" if item.get("baseline") == "top" else "y",
@@ -315,34 +309,4 @@ def _tick_labels(scene: dict, origin, box: list[float], image, unlabelled) -> li
         for item, (dx, dy) in _items(scene, "axis-label")
         if item.get("opacity", 1) > 0 and str(item.get("text", "")).strip()
     ]
-    owned: dict[int, list] = {k: [] for k in range(len(anchors))}
-    for rows, cols in ndimage.find_objects(pieces):
-        below, left_of = (rows.start + rows.stop) / 2 > box[3] + 2, cols.stop <= box[0] + 1
-        axis = "x" if below else "y" if left_of else None
-        along = (cols.start + cols.stop) / 2 if axis == "x" else (rows.start + rows.stop) / 2
-        near = [
-            (abs(along - (ax if a == "x" else ay)), k)
-            for k, (a, _, ax, ay) in enumerate(anchors)
-            if a == axis
-        ]
-        if near:
-            owned[min(near)[1]].append((rows, cols))
-    labels = []
-    for k, (axis, text, _, _) in enumerate(anchors):
-        if owned[k]:
-            left, right = min(c.start for _, c in owned[k]), max(c.stop for _, c in owned[k])
-            top, bottom = min(r.start for r, _ in owned[k]), max(r.stop for r, _ in owned[k])
-            labels.append(
-                {"axis": axis, "text": text, "box": [float(v) for v in (left, top, right, bottom)]}
-            )
-    return labels
-
-
-def _hex(colour: tuple[float, float, float]) -> str:
-    return "#" + "".join(f"{round(255 * c):02x}" for c in colour)
-
-
-def _rgb255(colour: str) -> list[int]:
-    from matplotlib.colors import to_rgb
-
-    return [round(255 * c) for c in to_rgb(colour)]
+    return label_boxes(image, unlabelled, box, anchors)

@@ -1,4 +1,4 @@
-"""torch.compile's kernels saved by one window and loaded by the next (train/compiled_kernels.py):
+"""torch.compile's kernels saved by one window and loaded by the next (base/compiled_kernels.py):
 in a fresh process with an empty inductor cache, the loaded kernels are found instead of
 compiled; a kind never saved, other versions or altered bytes load nothing."""
 
@@ -13,7 +13,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from linefuse.train.compiled_kernels import load_kernels
+from linefuse.base.compiled_kernels import load_kernels
 
 # a process that compiles one small function and reports what inductor's cache did
 COMPILE = """
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 import torch
 from torch._dynamo.utils import counters
-from linefuse.train.compiled_kernels import load_kernels, save_kernels
+from linefuse.base.compiled_kernels import load_kernels, save_kernels
 
 folder, kind, action = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 if action == "load":
@@ -62,7 +62,7 @@ def test_kernels_saved_by_one_window_are_found_by_the_next(tmp_path):
 def test_kernels_of_other_versions_or_altered_bytes_are_not_loaded(tmp_path):
     import torch
 
-    from linefuse.train.compiled_kernels import versions
+    from linefuse.base.compiled_kernels import versions
 
     path = tmp_path / "compiled.safetensors"
     data = torch.arange(16, dtype=torch.uint8)

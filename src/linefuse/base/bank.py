@@ -1,14 +1,15 @@
 """The chart bank: the base's sharp charts, drawn once into an LMDB env and cropped many times.
 
-matplotlib is the costly part of a training pair, so `build_bank` draws `base.bank.charts` charts
+Drawing is the costly part of a training pair, so `build_bank` draws `base.bank.charts` charts
 once, on all cores, and the trainer reuses each for many crops (`BankCrops`) that it degrades on
 its own device (linefuse.data.degrade_torch). Chart i depends only on the chart params and i
 (`base_chart_params`: the base's seed, no held-out family), so the env lives under a fingerprint
 of those params and a rerun continues where the last one stopped.
 
 The env holds, per chart, `<i>.rgb` (raw uint8 RGB, row-major) and `<i>.json` (height, width and
-the sidecar's tick labels), plus `params` (the chart params as JSON) and `count` (charts written,
-committed with them in chunks of COMMIT_EVERY). Nothing is pickled.
+the sidecar's facts: library, plot box, axis limits and tick labels), plus `params` (the chart
+params as JSON) and `count` (charts written, committed with them in chunks of COMMIT_EVERY).
+Nothing is pickled.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ MAX_LABELS = 6  # K: label slots per crop (boxes, targets, lengths)
 MAX_CHARS = 10  # T: the longest label text a crop's targets hold
 INK_LEVEL = 96  # a pixel this far (0..255, any channel) from the chart's median colour is ink
 META_BYTES = 16384  # room per chart for its JSON meta and LMDB's page overhead
+# what the meta keeps of a chart's sidecar: who drew it, where its plot lies in data units, and
+# its tick labels (the furniture's polylines would pass META_BYTES)
+SIDECAR_FACTS = ("library", "plot_box", "xlim", "ylim", "tick_labels")
 _READERS: dict[tuple[int, str], lmdb.Environment] = {}  # open_bank's handles
 
 
@@ -67,7 +71,8 @@ def _draw(charts: ChartParams, index: int) -> tuple[bytes, bytes]:
     """Chart `index` as (raw RGB bytes, JSON meta bytes)."""
     image, _, sidecar = draw_chart(charts, index)
     height, width = image.shape[:2]
-    meta = {"height": height, "width": width, "tick_labels": sidecar["tick_labels"]}
+    facts = {key: sidecar[key] for key in SIDECAR_FACTS}
+    meta = {"height": height, "width": width, **facts}
     return np.ascontiguousarray(image).tobytes(), json.dumps(meta, sort_keys=True).encode()
 
 

@@ -1,14 +1,14 @@
-"""`linefuse base` (make base): train the base LineFuse ships (evaluate/model_card.py scores it and
+"""`linefuse base` (make base): train the base LineFuse ships (base/card.py scores it and
 writes its card).
 
 The base is the pretrained backbone the curriculum adapts with LoRA (model.unet names it): LoRA
 adapts a pretrained model, and LineFuse cannot download one (docs/model_zoo.md). Its loop reads
-the chart bank (linefuse.data.bank: sharp crops drawn once, degraded here on the training device
-with their tick labels, train/base_batches.py), and adds the text terms base.text names; it is
+the chart bank (linefuse.base.bank: sharp crops drawn once, degraded here on the training device
+with their tick labels, base/batches.py), and adds the text terms base.text names; it is
 resumable from .linefuse/state/base, shares train/run.py's set-up and finish with pretrain and
 the adapters, and lands in linefuse/zoo/<base.name> as a diffusers folder with a model card
 (README.md with YAML front matter, as on the Hugging Face Hub). The GPU windows that grow it
-further have their own loop (train/window.py) around the same draw and loss.
+further have their own loop (base/window.py) around the same draw and loss.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from linefuse import paths
-from linefuse.data.bank import BankCrops
-from linefuse.train.base_batches import device_pairs, step_generator
+from linefuse.base.bank import BankCrops
+from linefuse.base.batches import device_pairs, step_generator
+from linefuse.train.job import Job
 from linefuse.train.model import save_base, zero_prompt
 from linefuse.train.pretrain import pretrain_model
-from linefuse.train.run import Job, TrainingRun
+from linefuse.train.run import TrainingRun
 from linefuse.train.step import label_reader
 from linefuse.train.trainset import BatchStream
 

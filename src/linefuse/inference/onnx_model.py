@@ -1,0 +1,115 @@
+"""The restoring model on ONNX Runtime, on the CPU: the export evaluate writes (models/onnx,
+inference/onnx_export.py) run by an InferenceSession, sampled by inference/numpy_sampler.py. It
+imports neither torch, diffusers nor peft, so `linefuse restore` starts in well under a second.
+
+An export is one UNet with one adapter merged. Its manifest names the digests of the base's and
+the adapter's files it was made from; find_export hands it out only for those same files, so a
+retrained adapter, or another one, restores on torch until evaluate exports again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from linefuse import paths
+from linefuse.inference.numpy_sampler import sample
+from linefuse.inference.sampler import restored_from
+from linefuse.params.model import ModelParams
+
+ONNX_FILE = "unet.onnx"
+MANIFEST_FILE = "model.json"
+# ONNX Runtime's graph optimisations: all of them (constant folding, fusions, the CPU's blocked
+# layouts). Measured against the others on the test set (docs/benchmarks.md, "ONNX Runtime"):
+# fastest, and the same PSNR as torch to 0.001 dB.
+OPTIMISATION = "ORT_ENABLE_ALL"
+
+
+def folder_digest(folder: Path) -> str:
+    """sha256 over the names and bytes of a model folder's weights and configs (its .json and
+    .safetensors files): what an export was made from."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*")):
+        if path.suffix in (".json", ".safetensors") and path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def find_export(base_dir: Path, adapter: Path | None, folder: Path = paths.ONNX_DIR) -> Path | None:
+    """`folder` if it holds the export of `base_dir` with `adapter` merged (their files as they
+    are now), else None."""
+    manifest = folder / MANIFEST_FILE
+    if not (manifest.is_file() and (folder / ONNX_FILE).is_file()):
+        return None
+    made_from = json.loads(manifest.read_text())
+    adapter_digest = folder_digest(adapter) if adapter is not None else None
+    same = (made_from["base_digest"], made_from["adapter_digest"]) == (
+        folder_digest(base_dir),
+        adapter_digest,
+    )
+    return folder if same else None
+
+
+def threads() -> int:
+    """The threads a session computes on: OMP_NUM_THREADS where set (as torch takes it), else
+    every core this process may run on (every core, where the system does not say)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return int(os.environ["OMP_NUM_THREADS"])
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class OnnxModel:
+    """The export in `folder`, sampled as params.yaml's `model` section says."""
+
+    device = "cpu"
+
+    def __init__(self, folder: Path, model: ModelParams, optimisation: str = OPTIMISATION):
+        import onnxruntime
+
+        self.manifest = json.loads((folder / MANIFEST_FILE).read_text())
+        self.schedule, self.optimisation = model, optimisation
+        self.multiple = 2 ** (len(self.manifest["unet"]["block_out_channels"]) - 1)
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel, optimisation)
+        options.intra_op_num_threads = threads()
+        self.session = onnxruntime.InferenceSession(
+            str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"]
+        )
+
+    def predict(self, noisy: np.ndarray, condition: np.ndarray, timesteps: np.ndarray):
+        """The UNet's output for float32 `noisy` given `condition`, at int64 `timesteps`."""
+        feed = {"noisy": noisy, "condition": condition, "timestep": timesteps}
+        return self.session.run(None, feed)[0]
+
+    def restore(self, pixels: np.ndarray, steps: int, settings, seed: int = 0, should_stop=None):
+        """float32 (B, 3, H, W) pixels in [-1, 1] restored (`settings`' formulation; `seed` is
+        unused: the sampler starts at the prior's mean), one image at a time: the export's
+        self-attention holds its whole (positions x positions) matrix, 0.7 GB for a 384 px image,
+        where torch's fused attention holds a block; a batch gains nothing on a CPU."""
+        x0 = np.concatenate(
+            [
+                sample(self.predict, image[None], self.schedule, steps, should_stop)
+                for image in pixels
+            ]
+        )
+        return restored_from(x0, pixels, settings.target)
+
+    def timing_facts(self) -> dict:
+        """Model architecture, threads, the optimisations and ONNX Runtime's version: what the
+        tile timings depend on."""
+        return {
+            "runtime": "onnx",
+            "unet": self.manifest["unet"],
+            "prompt": self.manifest["prompt_shape"],
+            "device": "cpu",
+            "threads": threads(),
+            "optimisation": self.optimisation,
+            "onnxruntime": version("onnxruntime"),
+        }
