@@ -544,9 +544,11 @@ def base_charts() -> ChartParams:
 
 
 def test_base_charts_cover_what_users_draw():
-    """40 of the base's charts (planned, not drawn) span the wider ranges of base.chart_overrides,
-    and none is from a held-out family or style sheet."""
-    cfg, default = base_charts(), charts()
+    """40 of the base's matplotlib charts (planned, not drawn) span the wider ranges of
+    base.chart_overrides, panels and faces included (matplotlib's alone: the other libraries
+    draw one panel in their own themes), and none is from a held-out family or style sheet."""
+    cfg = base_charts().model_copy(update={"libraries": {"matplotlib": 1.0}})
+    default = charts()
     plans = [plan_chart(cfg, index) for index in range(40)]
     dpis = [p.dpi for p in plans]
     assert min(dpis) < 80 and max(dpis) > 160
@@ -575,7 +577,12 @@ def test_a_big_multi_panel_chart_draws_whole():
     """The largest chart the base draws: 4 panels on its widest figure at a high dpi, lowered
     to fit max_px on the long side, with every panel's tick labels."""
     cfg = base_charts().model_copy(
-        update={"multi_panel_prob": 1.0, "panels": (4, 4), "width_in": (7.0, 7.0)}
+        update={
+            "multi_panel_prob": 1.0,
+            "panels": (4, 4),
+            "width_in": (7.0, 7.0),
+            "libraries": {"matplotlib": 1.0},  # the library that draws panels
+        }
     )
     # the first chart whose dpi max_px lowered (most are: a 2 x 2 grid here is 9.9 in wide)
     plan = next(p for p in map(partial(plan_chart, cfg), range(20)) if p.width == cfg.max_px)

@@ -340,6 +340,8 @@ CARD_NAMES = {
     r"machine\.seconds_per_megapixel_s\d+": "seconds to restore a megapixel on this machine",
     r"machine\.device": "device the model ran on",
     r"machine\.device_reason": "why that device",
+    r"machine\.runtime": "what ran the model (ONNX Runtime or torch)",
+    r"machine\.runtime_reason": "why that runtime",
     r"machine\.cpu_model": "this machine's CPU",
 }
 # the classical restorations by their names in metrics/eval.json, for the cards' readings
