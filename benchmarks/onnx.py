@@ -24,6 +24,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -161,41 +162,57 @@ def _scores(params, variants: dict, inputs: list, sharp: list) -> dict:
 
 
 def _timed(params, variants: dict, inputs: list, rounds: int) -> dict:
-    """Per variant, over `rounds` rounds (every variant once a round, in turn, a fresh session
-    each): the median seconds of one tile of each TILES size through one step, its first run at
-    that size (what a chart of its own size costs: ONNX Runtime plans each new shape) and its
-    second; and of restoring `inputs`, each of its own size. With each, the median of the
-    rounds' ratios to torch eager (torch's seconds over the variant's)."""
+    """Each ONNX Runtime variant against torch eager, paired: in each of `rounds` rounds every
+    case (one tile of each TILES size through one step, and `inputs` restored one after the
+    other, each of its own size) runs on torch and then on the variant, back to back, so that a
+    ratio holds where the shared machine's load drifts. Per variant: the median seconds of each
+    case, the median of its paired ratios to torch (torch's seconds over the variant's), and the
+    first run of each tile after the session was made (ONNX Runtime plans each new size and grows
+    its arena then: what a restore of one chart pays). Both runtimes run every case once before
+    the rounds; one session lives at a time."""
     steps, seed, batch = params.eval.steps, params.eval.seed, params.eval.batch_size
-    tiles = {side: np.full((1, side, side, 3), 255, np.uint8) for side in TILES}
-    runs: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
+    tiles = {f"tile_{side}px": np.full((1, side, side, 3), 255, np.uint8) for side in TILES}
 
-    def timed(name: str, case: str, work, *args) -> None:
+    def cases(restorer) -> dict:
+        work = {name: partial(restorer.restore, tile, 1) for name, tile in tiles.items()}
+        work["test_images"] = partial(restorer.restore_images, inputs, steps, seed, batch)
+        return work
+
+    def seconds(work) -> float:
         started = time.perf_counter()
-        work(*args)
-        runs[name].setdefault(case, []).append(time.perf_counter() - started)
+        work()
+        return time.perf_counter() - started
 
-    for _ in range(rounds):
-        for name, variant in variants.items():
-            restorer = _restorer(params, variant)
-            restorer.restore(tiles[TILES[0]][:, :64, :64], 1)  # the session's first run, untimed
-            for side, tile in tiles.items():
-                timed(name, f"tile_{side}px_first", restorer.restore, tile, 1)
-                timed(name, f"tile_{side}px", restorer.restore, tile, 1)
-            timed(name, "test_images", restorer.restore_images, inputs, steps, seed, batch)
+    on_torch = cases(_restorer(params, variants["torch_eager"]))
+    for work in on_torch.values():
+        work()
     report = {}
-    for name, by_case in runs.items():
-        report[name] = {f"{case}_s": round(statistics.median(s), 4) for case, s in by_case.items()}
-        for case, seconds in by_case.items():
-            ratios = [t / s for t, s in zip(runs["torch_eager"][case], seconds, strict=True)]
+    for name, variant in variants.items():
+        if name == "torch_eager":
+            continue
+        on_onnx = cases(_restorer(params, variant))
+        first = {f"{case}_first_run_s": round(seconds(on_onnx[case]), 4) for case in tiles}
+        on_onnx["test_images"]()
+        runs = {case: ([], []) for case in on_onnx}
+        for _ in range(rounds):
+            for case, (torch_s, onnx_s) in runs.items():
+                torch_s.append(seconds(on_torch[case]))
+                onnx_s.append(seconds(on_onnx[case]))
+        report[name] = first
+        for case, (torch_s, onnx_s) in runs.items():
+            ratios = [t / o for t, o in zip(torch_s, onnx_s, strict=True)]
+            report[name][f"{case}_s"] = round(statistics.median(onnx_s), 4)
+            report[name][f"{case}_torch_s"] = round(statistics.median(torch_s), 4)
             report[name][f"speed_vs_torch_{case}"] = round(statistics.median(ratios), 3)
+        print(name, {k: v for k, v in report[name].items() if k.startswith("speed")}, flush=True)
     return report
 
 
 def _startup(params, export: Path, runs: int) -> dict:
     """`linefuse restore` of one default chart in a fresh interpreter per run, eval.runtime
     onnx and torch in turn, in a folder holding only the models restore reads and params.yaml:
-    the median wall seconds, imports included."""
+    the median wall seconds, imports included, and of them the restore stage's own (its log's
+    "in N s": the model loaded, the chart straightened, restored and written)."""
     import yaml
     from PIL import Image
     from scipy import ndimage
@@ -207,6 +224,7 @@ def _startup(params, export: Path, runs: int) -> dict:
     blurred = ndimage.gaussian_filter(sharp.astype(np.float64), (1.2, 1.2, 0))
     adapter = paths.adapter(params.train.order()[-1])
     wall: dict[str, list[float]] = {"onnx": [], "torch": []}
+    stage: dict[str, list[float]] = {"onnx": [], "torch": []}
     with tempfile.TemporaryDirectory() as scratch:
         project = Path(scratch)
         shutil.copytree(paths.BASE_DIR, project / paths.BASE_DIR)
@@ -220,18 +238,21 @@ def _startup(params, export: Path, runs: int) -> dict:
             raw["eval"]["runtime"] = runtime
             (project / f"{runtime}.yaml").write_text(yaml.safe_dump(raw))
         for _ in range(runs):
-            for runtime, seconds in wall.items():
+            for runtime in wall:
                 command = [
                     sys.executable, "-m", "linefuse.cli", "--params", f"{runtime}.yaml",
                     "restore", "chart.png", "--out", runtime,
                 ]  # fmt: skip
                 started = time.perf_counter()
                 done = subprocess.run(command, cwd=project, check=True, capture_output=True)
-                seconds.append(time.perf_counter() - started)
-                assert f"runtime {runtime} (set to {runtime})" in done.stderr.decode()
+                wall[runtime].append(time.perf_counter() - started)
+                said = done.stderr.decode()
+                assert f"runtime {runtime} (set to {runtime})" in said
+                stage[runtime].append(float(re.search(r"restore: wrote .* in ([\d.]+)s", said)[1]))
     return {
         "chart_px": list(sharp.shape[:2]),
         **{f"{runtime}_wall_s": round(statistics.median(s), 2) for runtime, s in wall.items()},
+        **{f"{runtime}_stage_s": round(statistics.median(s), 2) for runtime, s in stage.items()},
     }
 
 

@@ -17,16 +17,13 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from linefuse import paths
-from linefuse.params import DEVICES
-from linefuse.params.full import load_params
+from linefuse.params import DEVICES, load_sections
+from linefuse.params.full import Params
 from linefuse.pipeline import STAGES
+from linefuse.serve.settings import ServingSections
 from linefuse.stage import add_workers_option, atomic_dir, guarded, stage, write_json
-
-if TYPE_CHECKING:
-    from linefuse.params.full import Params
 
 # `linefuse NAME` for each stage: the module under linefuse.stages that runs it
 STAGE_MODULES = {stage.command.replace("_", "-"): stage.command for stage in STAGES}
@@ -103,7 +100,7 @@ def run_profile(params: Params, args: argparse.Namespace) -> None:
         write_json(args.json, report)
 
 
-def run_restore(params: Params, args: argparse.Namespace) -> None:
+def run_restore(params: ServingSections, args: argparse.Namespace) -> None:
     from linefuse.hardware import logged_device
 
     device = logged_device(params, "restore", args.device)  # before the model libraries load
@@ -127,7 +124,7 @@ def run_restore(params: Params, args: argparse.Namespace) -> None:
     logging.getLogger("linefuse").info("restore: %d restored, %d skipped", restored, len(skipped))
 
 
-def run_serve(params: Params, args: argparse.Namespace) -> None:
+def run_serve(params: ServingSections, args: argparse.Namespace) -> None:
     from linefuse.hardware import logged_device
 
     device = logged_device(params, "serve", args.device)  # before the model libraries load
@@ -161,11 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_stage(
-    commands, name: str, handler, help: str, workers: bool = False
+    commands, name: str, handler, help: str, workers: bool = False, sections=Params
 ) -> argparse.ArgumentParser:
-    """Subcommand `name` running `handler(params, args)`; with `workers`, it takes --workers."""
+    """Subcommand `name` running `handler(params, args)`, params.yaml read as `sections`
+    (linefuse.params.Sections: the whole file unless told); with `workers`, it takes --workers."""
     sub = commands.add_parser(name, help=help)
-    sub.set_defaults(handler=handler, workers=1)
+    sub.set_defaults(handler=handler, workers=1, sections=sections)
     if workers:
         add_workers_option(sub)
     return sub
@@ -271,7 +269,11 @@ def _add_profile(commands) -> None:
 def _add_restore(commands) -> None:
     """restore: the trained model on a user's own image files."""
     restore = _add_stage(
-        commands, "restore", run_restore, "restore image files or folders of any size"
+        commands,
+        "restore",
+        run_restore,
+        "restore image files or folders of any size",
+        sections=ServingSections,
     )
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
     restore.add_argument(
@@ -290,7 +292,11 @@ def _add_restore(commands) -> None:
 def _add_serve(commands) -> None:
     """serve: the trained model behind HTTP."""
     serve = _add_stage(
-        commands, "serve", run_serve, "HTTP service: POST /restore, GET /health, GET /adapters"
+        commands,
+        "serve",
+        run_serve,
+        "HTTP service: POST /restore, GET /health, GET /adapters",
+        sections=ServingSections,
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -310,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         return stage_module.main(["--params", args.params, *rest])
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return guarded(lambda: args.handler(load_params(args.params), args), args)
+    return guarded(lambda: args.handler(load_sections(args.sections, args.params), args), args)
 
 
 if __name__ == "__main__":

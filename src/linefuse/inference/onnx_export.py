@@ -12,8 +12,9 @@ by the downsampling, which is every input the restorer gives it.
 Its group norms are _GroupNorm's, not the exporter's: that one is ONNX's InstanceNormalization,
 which ONNX Runtime sums in one float32 running sum over a group's whole image. On a chart, where
 most of a group is one white, that sum's rounding moves the mean, and the normalised output by up
-to 5e-4, so 1 restored pixel in 400 came out a grey level off torch's; means taken row by row
-agree with torch's group_norm to its own rounding (2e-6), at the same speed (docs/benchmarks.md).
+to 5e-4, so 1 restored pixel in 800 of the test set came out a grey level off torch's; means
+taken row by row agree with torch's group_norm to its own rounding, at the same speed
+(docs/benchmarks.md, "onnx").
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from linefuse.params.model import ModelParams
 ONNX_FILE = "unet.onnx"
 MANIFEST_FILE = "model.json"
 # ONNX Runtime's graph optimisations: all of them (constant folding, fusions, the CPU's blocked
-# layouts). Measured against the others on the test set (docs/benchmarks.md, "ONNX Runtime"):
-# fastest, and the same PSNR as torch to 0.001 dB.
+# layouts), the fastest of the four levels on the test set, each of which gave torch's PSNR to
+# 0.0001 dB (benchmarks/onnx.py; docs/benchmarks.md, "onnx")
 OPTIMISATION = "ORT_ENABLE_ALL"
 
 

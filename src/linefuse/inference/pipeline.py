@@ -5,8 +5,8 @@ VAE as registered modules, with the null prompt beside the UNet's weights and th
 settings (formulation, shrink, deskew, tiles, default steps) in its model_index.json. It runs
 inference/restorer.py's Restorer, the code evaluate, `linefuse restore` and `linefuse serve`
 run, on torch: where those run the model on ONNX Runtime (eval.runtime), the two agree to the
-last grey level on all but a few pixels in ten thousand (docs/serving.md); where they run it on
-torch, to the byte. `dvc repro` saves one in
+last grey level on all but a few pixels in a hundred thousand (docs/benchmarks.md, "onnx");
+where they run it on torch, to the byte. `dvc repro` saves one in
 models/pipeline (evaluate: the base it scored, with what it scored it with); the curriculum's
 adapter loads onto it with `load_adapter`:
 

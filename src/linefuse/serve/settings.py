@@ -1,14 +1,18 @@
 """params.yaml's `serve` section: the limits of `linefuse serve` and the steps `linefuse restore`
-and serve use. No stage reads it, so its schema lives here rather than in linefuse.params, which
-every stage runs: an edit to it reruns nothing."""
+and serve use, and the sections the two read. No stage reads it, so its schema lives here rather
+than in linefuse.params, which every stage runs: an edit to it reruns nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from linefuse.params import ParamsError, Strict, one_line
+from linefuse.params import ParamsError, Sections, Strict, one_line
+from linefuse.params.compute import ComputeParams
+from linefuse.params.evaluation import EvalParams, TileParams
+from linefuse.params.model import ModelParams
+from linefuse.params.training import OptimParams, TrainParams
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -22,6 +26,19 @@ class ServeParams(Strict):
     max_queue: Annotated[int, Field(ge=1)]
     max_batch: Annotated[int, Field(ge=1)]
     timeout_s: Annotated[float, Field(gt=0.0)]
+
+
+class ServingSections(Sections):
+    """What `linefuse restore` and `linefuse serve` read of params.yaml; the other sections are
+    left to their readers (checking the data's chart styles alone takes matplotlib a second)."""
+
+    compute: ComputeParams
+    model: ModelParams
+    eval: EvalParams
+    tiles: TileParams
+    optim: OptimParams  # start_fraction: more steps than the model trained for are warned of
+    train: TrainParams  # the curriculum's last level names the default adapter
+    serve: dict[str, Any]  # checked by serve_settings where it is read
 
 
 def serve_settings(params: Params, source: str = "params.yaml") -> ServeParams:
