@@ -1,5 +1,6 @@
 # The two set-up commands (README): `make repro` runs the pipeline on the default data,
-# `make test` runs the test suite. Both create .venv on first use.
+# `make test` runs the test suite. Both create .venv on first use. After a run, `make readme`
+# rewrites the README's picture and figures from it.
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install dvc.yaml repro snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader cluster-up cluster-down clean
+.PHONY: install dvc.yaml repro readme snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader cluster-up cluster-down clean
 
 install: $(STAMP)
 
@@ -27,8 +28,18 @@ $(STAMP): pyproject.toml requirements.lock
 	  || $(BIN)/python -m pip install -q -c requirements.lock -e '.[test]'
 	touch $@
 
+# `make repro`: `dvc repro`, timed: where it changed metrics/eval.json, the wall time, the commit
+# and the machine go to .linefuse/run.json (git-ignored) for `make readme`. REPRO_FLAGS=--force
+# reruns every stage, so that the time is the whole run's.
+REPRO_FLAGS ?=
 repro: $(STAMP) tesseract
-	$(BIN)/dvc repro
+	$(BIN)/python -m linefuse.report.run_record $(BIN)/dvc repro $(REPRO_FLAGS)
+
+# `make readme`: after `make repro`, rewrite README.md's picture (docs/images/before_after.png, from
+# reports/samples.png) and its figures (the blocks between <!-- picture: --> and <!-- run: -->
+# markers) from that run's outputs, with its recorded time; commit them with the run's metrics.
+readme: $(STAMP)
+	$(BIN)/python -m linefuse.report.readme
 
 # `make dvc.yaml`: write dvc.yaml and the Snakefile from the stage graph declared in
 # src/linefuse/pipeline.py; a test fails while either committed file is stale.
@@ -116,13 +127,14 @@ sweep: $(STAMP)
 
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
 # Tesseract and Chromium are installed first, so the tests that read tick labels or drive the
-# browser must run, not skip. The tests
-# run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out one at a
-# time in conftest's order, the slowest first; the engines' builds are made once and shared
-# (tests/conftest.py). The slowest 20 tests and fixtures are listed at the end: where the
+# browser must run, not skip; so must the read-only output trials (they mount with unshare).
+# The tests run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out
+# one at a time in conftest's order, the slowest first; the engines' builds and the tiny project
+# are made once and shared (tests/conftest.py). The slowest 20 tests and fixtures are listed at the end: where the
 # suite's 15 minutes go.
 PYTEST_WORKERS ?= auto
-PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
+PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 LINEFUSE_REQUIRE_MOUNTS=1 \
+  $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
   --dist load --maxschedchunk 1 --durations=20
 test: $(STAMP) chromium tesseract
 	$(BIN)/ruff check .

@@ -120,7 +120,8 @@ def _restorer(params, make_model):
     """A restorer over a new model; the one before it freed (a restorer and its tile costs
     hold each other, so only the collector frees them, and with them a session's arena)."""
     from linefuse.hardware import Choice
-    from linefuse.inference.restorer import Restorer, RestoreSettings
+    from linefuse.inference.restorer import Restorer
+    from linefuse.inference.settings import RestoreSettings
 
     gc.collect()
     settings = RestoreSettings.from_params(params)
@@ -211,8 +212,9 @@ def _timed(params, variants: dict, inputs: list, rounds: int) -> dict:
 def _startup(params, export: Path, runs: int) -> dict:
     """`linefuse restore` of one default chart in a fresh interpreter per run, eval.runtime
     onnx and torch in turn, in a folder holding only the models restore reads and params.yaml:
-    the median wall seconds, imports included, and of them the restore stage's own (its log's
-    "in N s": the model loaded, the chart straightened, restored and written)."""
+    the median wall seconds (and the fastest and slowest run), imports included, and of them the
+    restore stage's own (its log's "in N s": the model loaded, the chart straightened, restored
+    and written)."""
     import yaml
     from PIL import Image
     from scipy import ndimage
@@ -252,6 +254,10 @@ def _startup(params, export: Path, runs: int) -> dict:
     return {
         "chart_px": list(sharp.shape[:2]),
         **{f"{runtime}_wall_s": round(statistics.median(s), 2) for runtime, s in wall.items()},
+        **{
+            f"{runtime}_wall_range_s": [round(min(s), 2), round(max(s), 2)]
+            for runtime, s in wall.items()
+        },
         **{f"{runtime}_stage_s": round(statistics.median(s), 2) for runtime, s in stage.items()},
     }
 

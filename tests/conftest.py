@@ -201,8 +201,14 @@ def build_data(project: Path, params: dict, workers: int = 1) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_project(tmp_path_factory) -> Path:
-    """A project dir holding the full data half built once from tiny params (read-only use)."""
-    return build_data(tmp_path_factory.mktemp("tiny"), tiny_params())
+    """A project dir holding the full data half built once from tiny params, for every worker
+    of the run (read-only use)."""
+
+    def build(folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        build_data(folder, tiny_params())
+
+    return built_once(shared_folder(tmp_path_factory, "tiny"), build)
 
 
 @pytest.fixture

@@ -14,19 +14,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import pkgutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linefuse import paths
+from linefuse import paths, stages
 from linefuse.params import DEVICES, load_sections
-from linefuse.params.full import Params
-from linefuse.pipeline import STAGES
 from linefuse.serve.settings import ServingSections
 from linefuse.stage import add_workers_option, atomic_dir, guarded, stage, write_json
 
-# `linefuse NAME` for each stage: the module under linefuse.stages that runs it
-STAGE_MODULES = {stage.command.replace("_", "-"): stage.command for stage in STAGES}
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
+
+# `linefuse NAME` for each stage: the module under linefuse.stages that runs it. Read from the
+# package's folder, not from the graph (linefuse.pipeline), whose import would cost restore and
+# serve a tenth of their start-up: the graph is imported only to describe the stages in the help.
+STAGE_MODULES = {
+    module.name.replace("_", "-"): module.name for module in pkgutil.iter_modules(stages.__path__)
+}
 
 
 def run_bank(params: Params, args: argparse.Namespace) -> None:
@@ -140,14 +147,39 @@ def run_serve(params: ServingSections, args: argparse.Namespace) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="linefuse", description=__doc__.splitlines()[0])
+class _HelpWithStages(argparse.Action):
+    """-h, --help: the help, with each stage described as the graph declares it."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        build_parser(describe_stages=True).print_help()
+        parser.exit()
+
+
+def build_parser(describe_stages: bool = False) -> argparse.ArgumentParser:
+    """The command line; `describe_stages`: list each stage with its description (the help
+    does), in the graph's order, importing the graph."""
+    parser = argparse.ArgumentParser(
+        prog="linefuse", description=__doc__.splitlines()[0], add_help=False
+    )
+    parser.add_argument(
+        "-h", "--help", action=_HelpWithStages, help="show this help message and exit"
+    )
     parser.add_argument(
         "--params", default=str(paths.PARAMS), help="params file (default: %(default)s)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, stage_info in zip(STAGE_MODULES, STAGES, strict=True):
-        commands.add_parser(name, help=f"stage: {stage_info.desc}", add_help=False)
+    if describe_stages:
+        from linefuse.pipeline import STAGES
+
+        for stage_info in STAGES:
+            name = stage_info.command.replace("_", "-")
+            commands.add_parser(name, help=f"stage: {stage_info.desc}", add_help=False)
+    else:
+        for name in STAGE_MODULES:
+            commands.add_parser(name, add_help=False)
     _add_training_commands(commands)
     _add_base_window(commands)
     _add_base_land(commands)
@@ -158,10 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_stage(
-    commands, name: str, handler, help: str, workers: bool = False, sections=Params
+    commands, name: str, handler, help: str, workers: bool = False, sections=None
 ) -> argparse.ArgumentParser:
-    """Subcommand `name` running `handler(params, args)`, params.yaml read as `sections`
-    (linefuse.params.Sections: the whole file unless told); with `workers`, it takes --workers."""
+    """Subcommand `name` running `handler(params, args)`, params.yaml read as `sections` (a
+    linefuse.params.Sections model; None: the whole file, linefuse.params.full.Params); with
+    `workers`, it takes --workers."""
     sub = commands.add_parser(name, help=help)
     sub.set_defaults(handler=handler, workers=1, sections=sections)
     if workers:
@@ -316,7 +349,17 @@ def main(argv: list[str] | None = None) -> int:
         return stage_module.main(["--params", args.params, *rest])
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return guarded(lambda: args.handler(load_sections(args.sections, args.params), args), args)
+    return guarded(lambda: args.handler(load_sections(_sections(args), args.params), args), args)
+
+
+def _sections(args: argparse.Namespace) -> type:
+    """The model params.yaml is read as for args' command: its own, else the whole file (whose
+    every section's schema restore and serve do not import)."""
+    if args.sections is not None:
+        return args.sections
+    from linefuse.params.full import Params
+
+    return Params
 
 
 if __name__ == "__main__":

@@ -96,6 +96,12 @@ REPORTS_DIR = Path("reports")
 SAMPLES_PNG = REPORTS_DIR / "samples.png"
 REPORT_HTML = REPORTS_DIR / "index.html"
 
+# the project's README: `make readme` rewrites its picture and figures from the run it describes
+# (report/readme.py), with the wall time, commit and machine `make repro` recorded of that run
+README = Path("README.md")
+README_PICTURE = Path("docs/images/before_after.png")
+RUN_RECORD = Path(".linefuse/run.json")  # git-ignored: this checkout's last run
+
 
 def shards(level: str) -> Path:
     return SHARDS_DIR / level

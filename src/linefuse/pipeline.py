@@ -47,6 +47,10 @@ DATA_FILES = {
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",
     ),
+    "linefuse.report.readme": (
+        "src/linefuse/report/readme_picture.md.j2",
+        "src/linefuse/report/readme_run.md.j2",
+    ),
     "linefuse.serve.app": ("src/linefuse/serve/page.html.j2",),
 }
 

@@ -135,6 +135,53 @@ def test_default_data_is_unchanged(tmp_path):
     assert written == DEFAULT_DATA_SHA256
 
 
+# sha256 of what `generate` writes for the first 9 charts of params.yaml's data.charts as it is:
+# the default data `make repro` draws, matplotlib's, plotnine's and Vega-Lite's charts among them.
+# A change to any library's drawing, the plan or the sidecars shows here first.
+DEFAULT_THREE_LIBRARY_SHA256 = {
+    "chart_00000.csv": "bafec1ca743e216de233c262a3040e5ab66711de2d47a94c97c42c7964c1180c",
+    "chart_00000.json": "84b0a518e3f00581bf38b6b00131ca5f2f7e67b0a30f7f94105abb54b030b19d",
+    "chart_00000.png": "8cab45f5f3abd1a31c1aa293d4dff9dd2f399c95a296fc8f31be4d140cfcdfdb",
+    "chart_00001.csv": "89b051f65c8b170118ce8ef2fcb894c256a00c92fe0751e0b41b7bb659e7e363",
+    "chart_00001.json": "a25a881bdccfcc5345fb8eec4559f3b1ace11c1d538c315fe14ba01e8065ed30",
+    "chart_00001.png": "2e89b15453578d3fb81c3f2d983f26e4763491b92847f5812b72c5bdcac9e6bb",
+    "chart_00002.csv": "15d4e73db32d162a55eae2268bb1eb0b1b40c3529fd1b48c1c916f7e0fe607b1",
+    "chart_00002.json": "43877d1d3c00b0eafd4711665e6c1b7bb08be3e8d2bfb25ae38431267ca14ffe",
+    "chart_00002.png": "37451f345d5cf3a92355a0e11ccd647783b358500f86ca4d2b2978d4bba8e08f",
+    "chart_00003.csv": "f9cb5a71d552b7ad11f3a08e45c710cad2773563f65092b335f30f742ddad235",
+    "chart_00003.json": "f6714620355f4d7c77ad29d4f32b1d7237bae481998253c988e157c775ed9157",
+    "chart_00003.png": "08fec4eca71c8b2bcd13cd1df838f1005ac37474ac990f0122dccdf4532144bb",
+    "chart_00004.csv": "e75d069eadfef7ef13ad82e9e9bee13874a2105138a38e787d3f91862f9667c3",
+    "chart_00004.json": "ebfbd59bc0cd6096e836dbe8c2009e6b76d52b27ed033761e2edc26457d98503",
+    "chart_00004.png": "52ee4aa80afd800443fd71d3800a75ac207443f543666924dce9b31eda8f32d4",
+    "chart_00005.csv": "a33e0556858306d911922dd9c319d418422ef79de2645de28a035c118b1cc910",
+    "chart_00005.json": "6427d120d5bbb51d1f8e77edeb2538295ca5b2376748e3f4fcd03b2a397f3f1e",
+    "chart_00005.png": "50895c202e95c055a3a231423a16ab5964710408a37cdd024c46ef13215b7468",
+    "chart_00006.csv": "10415016247b52b87148a3e75bef744e9c96de7c4e5dd5809e4778a217dd2d32",
+    "chart_00006.json": "2a239c63f83616f72e0ed3d927f50959045bfee150f4f4a52b724478f16ef4a1",
+    "chart_00006.png": "6f3ee2baf28117de97642385c9f7ad05707cd0a900f093442e16b444a6d90303",
+    "chart_00007.csv": "7f0c7fe68496c1d59081f819a424fddaef4bb36420a7fa27f6beacdcd3c3523e",
+    "chart_00007.json": "4dd2978066b1f5b0225c75f8edaafc99390c6a5e6b682ed86b01e4e6af4e581a",
+    "chart_00007.png": "cbb90c1470e007dc1a0f3377514944d2a8a923d12d7043093d78bcc9d1dc4cd9",
+    "chart_00008.csv": "3cec3807441a41381e5ad49bd165228ea7f12e5419f77e357975db738f8de8b0",
+    "chart_00008.json": "e1c6f1bb0d3832673e131e6360c7cf1f278a85d4c15ae654320febc2685038ac",
+    "chart_00008.png": "bee4cacf93a81ec3b06416a99328d35140a27e27432c9eb0842224b6040629cb",
+}
+
+
+@pytest.mark.slow  # Vega-Lite and plotnine start up: seconds
+def test_default_three_library_data_is_unchanged(tmp_path):
+    generate(charts(count=9), tmp_path)
+    written = {name: hashlib.sha256(data).hexdigest() for name, data in files(tmp_path).items()}
+    libraries = {
+        json.loads(data)["library"]
+        for name, data in files(tmp_path).items()
+        if name.endswith(".json")
+    }
+    assert libraries == set(charts().libraries)  # every library the default data draws
+    assert written == DEFAULT_THREE_LIBRARY_SHA256
+
+
 def test_worker_count_does_not_change_output(tmp_path):
     cfg = small(count=5, title_prob=1.0, annotate_prob=1.0)  # text goes through both paths too
     for name, workers in (("one", 1), ("two", 2)):

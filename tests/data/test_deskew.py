@@ -114,3 +114,44 @@ def test_a_curves_flat_baseline_is_not_taken_for_the_frame():
         skew = deskew.estimate(image)
         assert skew.confident(image.shape), (level, skew)
         assert skew.rotation_deg == pytest.approx(drawn["rotation"], abs=0.1), (level, skew)
+
+
+def test_the_filters_and_the_fit_are_scipys_to_the_bit():
+    """deskew's numpy Gaussian, Sobel and repeated median (restoring imports neither
+    scipy.ndimage nor scipy.stats) give scipy's bytes: on a chart and its edges, on noise of
+    every small size (lines shorter than the kernel reflect over and over), and on lines of
+    points with outliers and ties; its median is np.median's, NaN and dtype alike."""
+    from scipy.stats import siegelslopes
+
+    rng = np.random.default_rng(0)
+    gray = draw_chart(CHARTS, FRAMED[0])[0].astype(np.float32).mean(axis=2) / 255.0
+    images = [gray] + [
+        rng.random(shape).astype(np.float32) for shape in rng.integers(1, 40, (30, 2))
+    ]
+    for image in images:
+        ours = deskew._smooth(deskew._smooth(image, 1.0, axis=0), 1.0, axis=1)
+        assert np.array_equal(ours, ndimage.gaussian_filter(image, 1.0)), image.shape
+        sobel = deskew._correlate(deskew._correlate(image, (-1.0, 0.0, 1.0), 0), (1.0, 2.0, 1.0), 1)
+        assert np.array_equal(sobel, ndimage.sobel(image, axis=0)), image.shape
+        edges = image.astype(np.float64)
+        assert np.array_equal(
+            deskew._smooth(edges, 3.0, axis=1), ndimage.gaussian_filter1d(edges, 3.0, axis=1)
+        )
+        for sigma in (1.0, 4):
+            line = edges.ravel()
+            assert np.array_equal(
+                deskew._smooth(line, sigma), ndimage.gaussian_filter1d(line, sigma)
+            )
+    for count in (2, 3, 40, 301, 600):
+        x = np.sort(rng.choice(np.arange(-400.0, 400.0), count, replace=False)) + 0.5
+        y = np.round(0.01 * x + rng.normal(size=count), 1)  # rounded: ties among the slopes
+        y[: count // 5] += 30  # outliers: a tick, a label
+        expected = tuple(map(float, siegelslopes(y, x)))
+        assert tuple(map(float, deskew._repeated_median(y, x))) == expected, count
+    for count in (1, 2, 5, 6):
+        for dtype in (np.float32, np.float64):
+            values = rng.normal(size=(3, count)).astype(dtype)
+            values[1, 0] = np.nan
+            for data, axis in ((values, 1), (values[0], None), (values[1], None)):
+                ours, numpy = deskew._median(data, axis), np.median(data, axis)
+                assert type(ours) is type(numpy) and np.array_equal(ours, numpy, equal_nan=True)

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+import webdataset as wds
 from PIL import Image
 
 from linefuse.data import shards
@@ -18,6 +19,7 @@ from linefuse.data.readers import (
     shard_urls,
     webdataset_pairs,
 )
+from linefuse.data.tars import ShardWriter
 from linefuse.params import DOMAINS, SPLITS
 from linefuse.params.full import parse_params
 
@@ -59,6 +61,37 @@ def test_lmdb_and_webdataset_readers_agree(tiny_project, level):
             assert meta == tar_meta
             assert blurred.dtype == np.uint8 and blurred.shape == sharp.shape
             assert "." not in key and meta["level"] == level and meta["split"] == split
+
+
+def test_our_tars_are_webdatasets_byte_for_byte(tmp_path):
+    """shard writes its tars without webdataset (whose import starts torch); they are the bytes
+    webdataset's own ShardWriter writes, shard boundaries included, so its readers read them."""
+    rng = np.random.default_rng(0)
+    samples = [
+        (
+            f"chart{i:03d}_scan_{i % 2}",
+            {
+                "sharp.npy": shards.npy_bytes(rng.integers(0, 256, (i + 1, 7, 3), np.uint8)),
+                "blurred.npy": rng.bytes(int(rng.integers(0, 1500))),
+                "json": json.dumps({"i": i}).encode(),
+            },
+        )
+        for i in range(7)
+    ]
+    (tmp_path / "ours").mkdir(), (tmp_path / "theirs").mkdir()
+    ours = ShardWriter(str(tmp_path / "ours/train-%06d.tar"), maxcount=3)
+    theirs = wds.ShardWriter(
+        str(tmp_path / "theirs/train-%06d.tar"), maxcount=3, verbose=0, mtime=0
+    )
+    for key, members in samples:
+        ours.write(key, members)
+        theirs.write({"__key__": key, **members})
+    ours.close(), theirs.close()
+    written = file_digests(tmp_path / "ours")
+    assert written == file_digests(tmp_path / "theirs")
+    assert list(written) == [f"train-{n:06d}.tar" for n in range(3)]
+    ShardWriter(str(tmp_path / "ours/unused-%06d.tar"), maxcount=3).close()
+    assert not list(tmp_path.glob("ours/unused-*"))  # a split with no samples leaves no tar
 
 
 def test_manifest_declares_shapes_and_drawn_params(tiny_project):

@@ -21,7 +21,7 @@ from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 
 from linefuse.data.degrade import blur_kernel
 from linefuse.data.deskew import straighten
-from linefuse.data.readers import EmbeddedPairs, LmdbPairs
+from linefuse.data.readers import LmdbPairs
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
@@ -31,6 +31,7 @@ from linefuse.params import DOMAINS
 from linefuse.params.evaluation import MetricParams
 from linefuse.params.full import load_params
 from linefuse.stage import UserError
+from linefuse.train.null_prompt import null_prompt
 
 from conftest import LEVELS, file_digests, needs_tesseract, run_cli, tiny_params, write_params
 
@@ -167,7 +168,9 @@ def test_eval_json_is_the_headline_each_figure_from_the_detail(evaluated):
         assert block["gain_db_high"] == summary[f"psnr_gain_s{steps}_high"] > block["gain_db"]
         assert block["samples"] == summary["samples"] > 0
         worst = summary[f"min_psnr_gain_s{steps}"]
-        assert block.get("worst_cell_gain_db", worst) == worst < block["gain_db"]
+        assert worst < block["gain_db"]
+        # the test split's worst cell is a headline; the held-out one's stays in the detail
+        assert block.get("worst_cell_gain_db") == (worst if block is headline else None)
         assert block["sharp_worst_psnr"] == split["sharp"][f"min_psnr_s{steps}"]
         adapt = summary[f"adapt_gain_s{steps}"]
         assert block["adapt_gain_db"] == adapt
@@ -530,9 +533,9 @@ def test_restore_needs_only_models_and_the_null_prompt_saved_with_them(trained_p
     """The base carries the empty prompt's embedding that training used, so a folder without
     data/ restores the same bytes; the default adapter is the last curriculum level's."""
     saved = load_null_prompt(trained_project / "models/base")
-    assert torch.equal(
-        saved, EmbeddedPairs(trained_project / "data/embeddings/easy", "train").null_prompt()
-    )
+    with chdir(trained_project):
+        trained_with = null_prompt(load_params("params.yaml"), ["easy"])
+    assert torch.equal(saved, torch.from_numpy(trained_with))
     source = sorted((trained_project / "data/source").glob("*.png"))[0]
     assert (
         run_cli(

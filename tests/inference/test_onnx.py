@@ -1,8 +1,9 @@
 """The restoring model on ONNX Runtime: evaluate's export of the shipped base with an adapter
 merged restores default charts as LineFusePipeline does on torch (PSNR to 0.01 dB, all but a
-thousandth of the pixels equal); restoring through it imports no torch, diffusers or peft; `auto`
-times the two runtimes once and follows the cache; a model without a current export runs on
-torch, and a setting the export cannot serve is one line."""
+thousandth of the pixels equal); restoring through it imports no torch, diffusers, peft or scipy;
+a session's optimised graph is cached and restores alike; `auto` times the two runtimes once and
+follows the cache; a model without a current export runs on torch, and a setting the export
+cannot serve is one line."""
 
 from __future__ import annotations
 
@@ -27,9 +28,16 @@ from linefuse.evaluate.metrics import psnr
 from linefuse.inference import runtime
 from linefuse.inference.model import load_base
 from linefuse.inference.onnx_export import export_onnx
-from linefuse.inference.onnx_model import OnnxModel, find_export
+from linefuse.inference.onnx_model import (
+    ONNX_FILE,
+    OPTIMISATION,
+    OnnxModel,
+    find_export,
+    optimised_graph,
+)
 from linefuse.inference.pipeline import pipeline_from_params
-from linefuse.inference.restorer import Restorer
+from linefuse.inference.restorer import Restorer, normalise
+from linefuse.inference.settings import RestoreSettings
 from linefuse.params.full import parse_params
 from linefuse.stage import UserError
 from linefuse.train.model import add_lora, save_adapter
@@ -101,10 +109,11 @@ def test_the_export_restores_as_the_diffusers_pipeline_does(project):
 
 
 @pytest.mark.slow  # a fresh interpreter
-def test_restoring_on_onnx_runtime_imports_no_torch(project, tmp_path, monkeypatch):
+def test_restoring_on_onnx_runtime_imports_no_torch_nor_scipy(project, tmp_path, monkeypatch):
     """`linefuse restore` of a default chart in a fresh interpreter, with eval.runtime auto and
     this machine's choice cached (timed here, as a first restore would): onnx, the restorer's
-    bytes, and neither torch, diffusers nor peft in sys.modules."""
+    bytes, and neither torch, diffusers, peft nor scipy's stats and ndimage in sys.modules
+    (seconds of start-up; deskew straightens a straight chart without them)."""
     monkeypatch.setenv("LINEFUSE_CACHE", str(tmp_path / "cache"))
     faked = {OnnxModel: 0.1}  # ONNX Runtime measured the faster: what auto caches
     monkeypatch.setattr(runtime, "_time", lambda model, side, settings: faked.get(type(model), 0.2))
@@ -122,7 +131,8 @@ def test_restoring_on_onnx_runtime_imports_no_torch(project, tmp_path, monkeypat
         "from linefuse.cli import main\n"
         f"code = main(['--params', {str(tmp_path / 'params.yaml')!r}, 'restore',"
         f" {str(tmp_path / 'chart.png')!r}, '--out', {str(tmp_path / 'out')!r}])\n"
-        "print(json.dumps([code, [m for m in ('torch', 'diffusers', 'peft') if m in sys.modules]]))"
+        "heavy = ('torch', 'diffusers', 'peft', 'scipy.stats', 'scipy.ndimage')\n"
+        "print(json.dumps([code, [m for m in heavy if m in sys.modules]]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -135,6 +145,26 @@ def test_restoring_on_onnx_runtime_imports_no_torch(project, tmp_path, monkeypat
     assert "runtime onnx (auto: on CPU" in done.stderr
     restored = np.asarray(Image.open(tmp_path / "out/chart.png"))
     assert np.array_equal(restored, restorer.restore_image(blurred, params.eval.steps))
+
+
+def test_the_optimised_graph_is_cached_and_restores_alike(project, tmp_path, monkeypatch):
+    """The first session of an export optimises its graph and saves it in the cache folder; the
+    next loads that unoptimised, and restores a default chart to the same bytes."""
+    monkeypatch.setenv("LINEFUSE_CACHE", str(tmp_path))
+    params = parse_params(_params())
+    export = project / paths.ONNX_DIR
+    first = OnnxModel(export, params.model)
+    (cached,) = (tmp_path / "onnx").iterdir()
+    assert cached == optimised_graph(export / ONNX_FILE, OPTIMISATION)
+    second = OnnxModel(export, params.model)
+    assert list((tmp_path / "onnx").iterdir()) == [cached]
+    levels = [m.session.get_session_options().graph_optimization_level for m in (first, second)]
+    assert [level.name for level in levels] == [OPTIMISATION, "ORT_DISABLE_ALL"]
+    settings = RestoreSettings.from_params(params)
+    blurred = _charts()[0][0]
+    height, width = (side - side % first.multiple for side in blurred.shape[:2])
+    pixels = normalise(blurred[None, :height, :width])
+    assert np.array_equal(first.restore(pixels, 1, settings), second.restore(pixels, 1, settings))
 
 
 def test_auto_times_both_runtimes_once_and_follows_the_cache(project, tmp_path, monkeypatch):

@@ -13,7 +13,8 @@ from diffusers import DDIMScheduler
 
 from linefuse.hardware import Choice
 from linefuse.inference import tile_choice
-from linefuse.inference.restorer import Restorer, RestoreSettings
+from linefuse.inference.restorer import Restorer
+from linefuse.inference.settings import RestoreSettings
 from linefuse.inference.tiles import boxes
 from linefuse.inference.torch_model import TorchModel
 from linefuse.train.model import build_unet

@@ -28,8 +28,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage
-from scipy.stats import siegelslopes
 
 SEARCH_DEG = 5.0  # the widest tilt searched, each way: real scans skew by a few degrees
 COARSE_STEP_DEG = 0.2  # then 11 tilts within FINE_SPAN of the best
@@ -96,7 +94,7 @@ def estimate(image: np.ndarray) -> Skew:
     be found, at right angles up to MAX_SHEAR (a frame, axes or grid are; a curve's flat
     stretch, or a legend's box beside a label, need not be): else nothing is found."""
     gray = image.astype(np.float32).mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
-    gray = ndimage.gaussian_filter(gray / 255.0, 1.0)
+    gray = _smooth(_smooth(gray / 255.0, 1.0, axis=0), 1.0, axis=1)
     horizontal = _family_tilt(_edge_maps(gray))
     vertical = _family_tilt(_edge_maps(gray.T))
     if horizontal is None or vertical is None:
@@ -124,6 +122,8 @@ def _rotation_and_shear(rows_per_col: float, cols_per_row: float) -> tuple[float
 def undo(image: np.ndarray, skew: Skew) -> np.ndarray:
     """The image with `skew` undone about its centre (cubic spline, edges extended): the inverse
     of degrade._scan's rotation and shear."""
+    from scipy import ndimage  # here only: undoing is rare, and scipy.ndimage slow to import
+
     inverse = np.linalg.inv(_scan_matrix(skew.rotation_deg or 0.0, skew.shear))
     h, w = image.shape[:2]
     centre = np.array([(h - 1) / 2, (w - 1) / 2])
@@ -154,7 +154,7 @@ def _edge_maps(gray: np.ndarray) -> list[np.ndarray]:
     """The rising and the falling edges across rows (a dark line is one of each, the border of a
     tinted plot area one), as two non-negative maps; what is within the noise (a robust
     deviation of the change) is 0, so that the search projects only the pixels that matter."""
-    change = ndimage.sobel(gray, axis=0) / 4
+    change = _correlate(_correlate(gray, (-1.0, 0.0, 1.0), axis=0), (1.0, 2.0, 1.0), axis=1) / 4
     change[np.abs(change) <= _mad(change)] = 0.0
     return [np.maximum(change, 0), np.maximum(-change, 0)]
 
@@ -181,7 +181,7 @@ def _family_tilt(edges: list[np.ndarray]) -> tuple[float, float, int] | None:
             and evidence[row] >= evidence[row - 1]
             and evidence[row] > evidence[row + 1]
         ]
-        smooth = ndimage.gaussian_filter1d(edge, 3.0, axis=1)
+        smooth = _smooth(edge, 3.0, axis=1)
         fits += [_fit_line(smooth, cols, row - lowest, slope) for row in peaks]
     tolerance = math.tan(math.radians(2 * FINE_SPAN))
     return _pooled_tilt(
@@ -196,7 +196,7 @@ def _pooled_tilt(fits: list[tuple[float, float, int]]) -> tuple[float, float, in
     if not fits:
         return None
     slopes, errors, columns = (np.array(column) for column in zip(*fits, strict=True))
-    keep = np.abs(slopes - np.median(slopes)) <= 3 * np.maximum(errors, _mad(slopes))
+    keep = np.abs(slopes - _median(slopes)) <= 3 * np.maximum(errors, _mad(slopes))
     weights = 1 / np.square(errors[keep])
     pooled = float(np.sum(weights * slopes[keep]) / weights.sum())
     # lines of one page turn together: where they disagree by more than their errors say (a
@@ -210,11 +210,9 @@ def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:
     """(the angle among `angles` whose long edges are sharpest, their evidence per row)."""
     best = None
     for angle in angles:
-        evidences = []
-        for edge in points:
-            evidence = _long_line_evidence(edge, math.tan(math.radians(angle)))
-            evidence = ndimage.gaussian_filter1d(evidence, 1.0)
-            evidences.append(evidence - ndimage.gaussian_filter1d(evidence, 4))
+        slope = math.tan(math.radians(angle))
+        evidence = _smooth(np.stack([_long_line_evidence(edge, slope) for edge in points]), 1.0)
+        evidences = list(evidence - _smooth(evidence, 4))
         score = float(sum(np.square(e).sum() for e in evidences))
         if best is None or score > best[0]:
             best = (score, float(angle), evidences)
@@ -265,8 +263,8 @@ def _long_line_evidence(points: _Points, slope: float, gaps: int = LINE_GAPS) ->
 def _fit_line(edge, cols, row0, slope) -> tuple[float, float, int] | None:
     """(slope, its standard error, the columns it was fitted on) of a robust straight fit through
     the sub-pixel centres of the line that runs through row `row0` at the centre column with about
-    this slope. The first fit is the repeated median (scipy's siegelslopes: half the columns may
-    be a tick, a label or a crossing curve), then least squares on the columns within 3 robust
+    this slope. The first fit is the repeated median (_repeated_median: half the columns may be a
+    tick, a label or a crossing curve), then least squares on the columns within 3 robust
     deviations of it."""
     height, width = edge.shape
     offsets = np.arange(-HALF_WINDOW, HALF_WINDOW + 1)
@@ -286,11 +284,11 @@ def _fit_line(edge, cols, row0, slope) -> tuple[float, float, int] | None:
         centroid = rows[0] + near + np.clip(step, -0.5, 0.5)
         height_over = top - profile.min(axis=0)
         is_peak = (top >= below) & (top >= above)
-        strong = inside & is_peak & (height_over > 0.5 * np.median(height_over[inside]))
+        strong = inside & is_peak & (height_over > 0.5 * _median(height_over[inside]))
         if strong.sum() < MIN_COLUMNS:
             return None
         x, y = cols[strong], centroid[strong]
-        fitted = siegelslopes(y, x)
+        fitted = _repeated_median(y, x)
     residual = y - (fitted[1] + fitted[0] * x)
     keep = np.abs(residual) <= max(3 * _mad(residual), 0.05)
     if keep.sum() < MIN_COLUMNS:
@@ -304,4 +302,77 @@ def _fit_line(edge, cols, row0, slope) -> tuple[float, float, int] | None:
 
 def _mad(values: np.ndarray) -> float:
     """The median absolute deviation, scaled to a normal's standard deviation."""
-    return float(1.4826 * np.median(np.abs(values - np.median(values))))
+    return float(1.4826 * _median(np.abs(values - _median(values))))
+
+
+# The filters and the robust fit below are scipy's (ndimage.gaussian_filter1d and sobel,
+# stats.siegelslopes), and the median numpy's, redone to the bit: importing scipy.ndimage and
+# scipy.stats took 3 s of a 5 s `linefuse restore` of one chart, whose estimate runs them on
+# every input, and np.median imports numpy.ma. tests/data/test_deskew.py holds each to the
+# original's output.
+
+
+def _smooth(values: np.ndarray, sigma: float, axis: int = -1) -> np.ndarray:
+    """scipy.ndimage.gaussian_filter1d(values, sigma, axis): a Gaussian truncated at 4 sigma,
+    edges reflected."""
+    radius = int(4.0 * sigma + 0.5)
+    taps = np.exp(-0.5 / (sigma * sigma) * np.arange(-radius, radius + 1) ** 2)
+    return _correlate(values, taps / taps.sum(), axis)
+
+
+def _correlate(values: np.ndarray, weights, axis: int) -> np.ndarray:
+    """scipy.ndimage.correlate1d(values, weights, axis) with edges reflected, for odd-length
+    `weights` that are symmetric or antisymmetric (as all here are), in values' dtype: ndimage's
+    own loop and order (in float64, the centre tap, then each pair of taps from the outermost
+    in, their inputs added, or subtracted, before the multiply), so the sums round alike."""
+    weights = np.asarray(weights, np.float64)
+    reach = len(weights) // 2
+    antisymmetric = weights[0] != 0 and weights[0] == -weights[-1]
+    lines = np.moveaxis(values, axis, -1).astype(np.float64)
+    length = lines.shape[-1]
+    # the line extended by `reach` each side, mirrored about its ends (d c b a | a b c d | d c b a)
+    index = np.arange(-reach, length + reach) % (2 * length)
+    extended = lines[..., np.where(index < length, index, 2 * length - 1 - index)]
+    out = lines * weights[reach]
+    pair = np.empty_like(out)
+    for k in range(reach, 0, -1):
+        before = extended[..., reach - k : reach - k + length]
+        after = extended[..., reach + k : reach + k + length]
+        (np.subtract if antisymmetric else np.add)(before, after, out=pair)
+        pair *= weights[reach - k]
+        out += pair
+    return np.moveaxis(out.astype(values.dtype), -1, axis)
+
+
+def _repeated_median(y: np.ndarray, x: np.ndarray, block: int = 256) -> tuple[float, float]:
+    """scipy.stats.siegelslopes(y, x) for distinct `x`: (slope, intercept) of Siegel's repeated
+    median, each point's median slope to all the others, their median; the intercept the median
+    of y - slope * x. `block` rows of the pairwise slopes at a time: a wide scan's stay small."""
+    count = len(x)
+    medians = np.empty(count)
+    for first in range(0, count, block):
+        rows = slice(first, first + block)
+        dx, dy = x[rows, None] - x[None, :], y[rows, None] - y[None, :]
+        others = dx != 0  # all but the point itself: x are distinct
+        medians[rows] = _median((dy[others] / dx[others]).reshape(len(dx), count - 1), axis=1)
+    slope = _median(medians)
+    return slope, _median(y - slope * x)
+
+
+def _median(values: np.ndarray, axis: int | None = None):
+    """np.median(values, axis), NaN and dtype alike, without the import of numpy.ma it makes
+    (to check for a masked array) on its first call."""
+    if axis is None:
+        values, axis = np.ravel(values), 0
+    count = values.shape[axis]
+    middle = [count // 2 - 1, count // 2] if count % 2 == 0 else [count // 2]
+    part = np.partition(values, [*middle, -1], axis=axis)
+    median = part.take(middle, axis=axis).mean(axis=axis)
+    last = part.take(-1, axis=axis)  # a NaN sorts last, and makes the median NaN
+    nan = np.isnan(last)
+    if not nan.any():
+        return median
+    if np.ndim(median) == 0:
+        return last
+    np.copyto(median, last, where=nan)
+    return median

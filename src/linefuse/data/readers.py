@@ -19,7 +19,6 @@ import webdataset as wds
 from linefuse.data.layout import (
     EMBEDDINGS_MANIFEST,
     LMDB_DIR,
-    NULL_PROMPT,
     PROMPTS,
     SHARD_MANIFEST,
     WDS_DIR,
@@ -168,16 +167,6 @@ class EmbeddedPairs:
         from safetensors.torch import load_file
 
         return load_file(str(self.root / PROMPTS))["embeddings"].to(torch.float32)
-
-    def null_prompt(self) -> torch.Tensor:
-        """The empty prompt's row of the table, (1, seq, dim): what restoring conditions on."""
-        prompts = self.manifest["prompts"]
-        if NULL_PROMPT not in prompts:
-            raise UserError(
-                f"{self.root} has no empty prompt in its table (embedded before "
-                f"LineFuse always added it); rerun `linefuse embed`"
-            )
-        return self.prompt_embeddings()[prompts.index(NULL_PROMPT)][None]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_tensors": None}

@@ -21,20 +21,18 @@ from typing import TYPE_CHECKING
 import lmdb
 import numpy as np
 import polars as pl
-import webdataset as wds
 
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.deskew import straighten
 from linefuse.data.images import load_rgb
 from linefuse.data.layout import LMDB_DIR, PAIR_LAYOUT, SHARD_MANIFEST, WDS_DIR, sample_key
+from linefuse.data.tars import ShardWriter
 from linefuse.params import SPLITS
 from linefuse.stage import ordered_map
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
 
-TAR_MTIME = 0  # webdataset stamps the current time otherwise (no two runs would match); an int,
-#               since a float mtime costs every member an extra PAX header to write and parse
 LMDB_MAP_SIZE = 1 << 40  # address space only: the file grows with what is written
 COMMIT_EVERY = 256
 # restoring straightens every input first (eval.deskew), so the pairs a model trains on pass
@@ -150,7 +148,7 @@ def pairs_for_image(task: tuple[str, str, str, str, Params]) -> list[Pair]:
 
 
 class _LevelWriter:
-    """Streams pairs into the LMDB env and one WebDataset ShardWriter per split."""
+    """Streams pairs into the LMDB env and one tar ShardWriter per split."""
 
     def __init__(self, out_dir: Path, samples_per_shard: int):
         (out_dir / LMDB_DIR).mkdir()
@@ -161,12 +159,7 @@ class _LevelWriter:
         self.txn = self.env.begin(write=True)
         self.pending = 0
         self.tars = {
-            split: wds.ShardWriter(
-                str(out_dir / WDS_DIR / f"{split}-%06d.tar"),
-                maxcount=samples_per_shard,
-                verbose=0,
-                mtime=TAR_MTIME,
-            )
+            split: ShardWriter(str(out_dir / WDS_DIR / f"{split}-%06d.tar"), samples_per_shard)
             for split in SPLITS
         }
         self.rows: list[dict] = []
@@ -180,12 +173,12 @@ class _LevelWriter:
             self.txn, self.pending = self.env.begin(write=True), 0
         tar = self.tars[pair.meta["split"]]
         tar.write(
+            pair.key,
             {
-                "__key__": pair.key,
                 "blurred.npy": npy_bytes(pair.blurred),
                 "sharp.npy": npy_bytes(pair.sharp),
                 "json": json.dumps(pair.meta, sort_keys=True).encode(),
-            }
+            },
         )
         height, width, channels = pair.sharp.shape
         self.rows.append(
@@ -220,8 +213,6 @@ class _LevelWriter:
         self.env.close()
         for tar in self.tars.values():
             tar.close()
-            if tar.total == 0:  # ShardWriter opens its first tar eagerly; drop it when unused
-                Path(tar.fname).unlink()
         return pl.DataFrame(self.rows, schema=MANIFEST_SCHEMA)
 
 

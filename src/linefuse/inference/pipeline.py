@@ -43,8 +43,9 @@ from linefuse.inference.model import (
     merge_adapter,
     save_null_prompt,
 )
-from linefuse.inference.restorer import Restorer, RestoreSettings
+from linefuse.inference.restorer import Restorer
 from linefuse.inference.sampler import ddim_scheduler
+from linefuse.inference.settings import RestoreSettings
 from linefuse.inference.torch_model import TorchModel
 from linefuse.stage import UserError, atomic_dir
 

@@ -32,7 +32,7 @@ from linefuse.inference.tile_choice import cache_file, read_cache, write_cache
 from linefuse.stage import UserError
 
 if TYPE_CHECKING:
-    from linefuse.inference.restorer import RestoreSettings
+    from linefuse.inference.settings import RestoreSettings
     from linefuse.params.full import Params
 
 CACHE_NAME = "runtime_seconds.json"

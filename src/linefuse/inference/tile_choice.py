@@ -71,7 +71,7 @@ def candidates(largest: int, overlap: int) -> list[int]:
 class Timed(Protocol):
     """What TileCosts times: a restorer (inference/restorer.py, which holds its TileCosts)."""
 
-    settings: object  # its RestoreSettings (inference/restorer.py): tile size, overlap, batch
+    settings: object  # its RestoreSettings (inference/settings.py): tile size, overlap, batch
     model: object  # its model on a runtime, whose timing_facts() say what else the seconds need
 
     def restore(self, images, steps: int): ...

@@ -16,7 +16,7 @@ from linefuse.inference.sampler import ddim_scheduler, restored_from, sample
 if TYPE_CHECKING:
     from diffusers import DDIMScheduler
 
-    from linefuse.inference.restorer import RestoreSettings
+    from linefuse.inference.settings import RestoreSettings
     from linefuse.params.full import Params
 
 

@@ -431,6 +431,12 @@ def summary_blocks(report: dict) -> list[dict]:
 
 
 # -- samples, params, provenance
+def sample_heads(deskew: str) -> list[str]:
+    """samples.png's columns (evaluate's showcase): the input as drawn, as the models got it
+    when eval.deskew is on, the restoration and the sharp chart."""
+    return ["blurred", *(["straightened"] if deskew != "never" else []), "restored", "sharp"]
+
+
 def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int, deskew: str) -> dict:
     """samples.png as a data: URI, scaled up by a whole factor (pixels stay sharp). Its rows
     (one per scored domain and level) are labelled when equally tall, as then they line up; its
@@ -444,7 +450,7 @@ def samples_figure(png: bytes, rows: list[tuple[str, str]], steps: int, deskew: 
         "width": shown,
         "height": round(height * shown / max(width, 1)),
         "steps": steps,
-        "heads": ["blurred", *(["straightened"] if deskew != "never" else []), "restored", "sharp"],
+        "heads": sample_heads(deskew),
         "labels": rows if rows and height % len(rows) == 0 else [],
     }
 

@@ -25,7 +25,7 @@ from linefuse.data.readers import EmbeddedPairs, LmdbPairs, shard_urls, webdatas
 from linefuse.data.transforms import normalise_pair
 from linefuse.params.training import LoaderParams
 from linefuse.stage import UserError
-from linefuse.train.model import zero_prompt
+from linefuse.train.null_prompt import null_prompt
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -284,12 +284,4 @@ def shard_data(
             params.optim.seed,
             urls=shard_stream_urls(dirs, "train", params.loader.shard_urls),
         )
-    return stream, null_prompt(params, job.levels), 3, manifests
-
-
-def null_prompt(params: Params, levels: list[str]) -> torch.Tensor:
-    """The empty prompt's embedding as training saw it: the embed stage's row for "" (a text
-    encoder's, or zeros), or zeros when training reads pixels; pretrain saves it with the base."""
-    if params.loader.reader == "embeddings":
-        return EmbeddedPairs(paths.embeddings(levels[0]), "train").null_prompt()
-    return zero_prompt(params.model.unet)
+    return stream, torch.from_numpy(null_prompt(params, job.levels)), 3, manifests
