@@ -308,6 +308,7 @@ rule pretrain:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
+        "src/linefuse/launch.py",
         launch=config["launch"]["config"],
     output:
         directory("models/base"),
@@ -332,7 +333,7 @@ rule pretrain:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.pretrain > {log} 2>&1"
+        "python -m linefuse.launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.pretrain > {log} 2>&1"
 
 
 rule train:
@@ -370,6 +371,7 @@ rule train:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
+        "src/linefuse/launch.py",
         launch=config["launch"]["config"],
     output:
         directory("models/lora/{level}"),
@@ -397,7 +399,7 @@ rule train:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train --level {wildcards.level} > {log} 2>&1"
+        "python -m linefuse.launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train --level {wildcards.level} > {log} 2>&1"
 
 
 rule train_domains:
@@ -436,6 +438,7 @@ rule train_domains:
         "src/linefuse/train/telemetry.py",
         "src/linefuse/train/trainset.py",
         "src/linefuse/zoo",
+        "src/linefuse/launch.py",
         launch=config["launch"]["config"],
     output:
         directory("models/domains"),
@@ -462,7 +465,7 @@ rule train_domains:
         runtime=120,
         gpu=PROCESSES,
     shell:
-        "accelerate launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train_domains > {log} 2>&1"
+        "python -m linefuse.launch --config_file {input.launch} --num_processes {params.processes} --num_cpu_threads_per_process $(nproc) -m linefuse.stages.train_domains > {log} 2>&1"
 
 
 rule report:

@@ -34,8 +34,11 @@ PACKAGE = Path(__file__).resolve().parent
 PACKAGE_PATH = Path("src/linefuse")  # the package in the project, as the engines name its files
 DVC_YAML = Path("dvc.yaml")
 STAGE_PACKAGE = "linefuse.stages"
+# the training stages' start (linefuse/launch.py: `accelerate launch`'s arguments, which it runs
+# where there is more than one process to start)
+LAUNCHER = "src/linefuse/launch.py"
 LAUNCH = (
-    "accelerate launch --config_file {config} --num_processes {processes} "
+    "python -m linefuse.launch --config_file {config} --num_processes {processes} "
     "--num_cpu_threads_per_process $(nproc) -m " + STAGE_PACKAGE
 )
 
@@ -373,7 +376,7 @@ def _dvc_stage(stage: Stage) -> dict:
     if over:
         command += f" --level {LEVEL}"
     deps = [_dvc_input(item, over) for item in stage.inputs]
-    deps += code_deps(stage.command) + (["${launch.config}"] if stage.launch else [])
+    deps += code_deps(stage.command) + (["${launch.config}", LAUNCHER] if stage.launch else [])
     body = {"desc": stage.desc, "cmd": _dvc_text(command, over), "deps": deps}
     body["params"] = [_dvc_text(key, over) for key in stage.params]
     outs = [_dvc_text(p.as_posix(), over) for p in stage.outs]
@@ -475,7 +478,7 @@ def _snake_rule(stage: Stage) -> str:
     if stage.launch:
         command = LAUNCH.format(config="{input.launch}", processes="{params.processes}")
         command += f".{stage.command}"
-        inputs.append('launch=config["launch"]["config"]')
+        inputs += [f'"{LAUNCHER}"', 'launch=config["launch"]["config"]']
         params += ["processes=PROCESSES"]
         resources.append("gpu=PROCESSES")
     outs = stage.outs + stage.logs + stage.metrics + tuple(plot.path for plot in stage.plots)

@@ -70,7 +70,8 @@ def test_slurm_dry_run_asks_cpus_for_data_and_gpus_for_training(repo_copy):
         assert resources["gpu"] == "1" and resources["slurm_partition"] == "gpu"
         assert resources["runtime"] == "120" and resources["mem_mb"] == "16000"
         assert jobs[name]["shell"].startswith(
-            "accelerate launch --config_file workflow/accelerate/local.yaml --num_processes 1 "
+            "python -m linefuse.launch --config_file workflow/accelerate/local.yaml "
+            "--num_processes 1 "
         )
     assert jobs["train@hard"]["shell"].endswith(
         "-m linefuse.stages.train --level hard > logs/snakemake/train/hard.log 2>&1"

@@ -329,7 +329,7 @@ def test_two_processes_see_different_samples_and_end_identical(trained_project, 
         ("key", "easy"),
     ):
         command = command.replace(f"${{{name}}}", value)
-    assert command.startswith("accelerate launch ") and "--num_processes 2 " in command
+    assert command.startswith("python -m linefuse.launch ") and "--num_processes 2 " in command
     env = {**ENV, DIGESTS_ENV: "1"}  # each rank writes rank{i}.json
     done = subprocess.run(
         command, shell=True, cwd=project, env=env, capture_output=True, text=True, timeout=600

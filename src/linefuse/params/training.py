@@ -216,7 +216,8 @@ class TrainParams(Strict):
 
 class LaunchParams(Strict):
     """How the training stages start: `accelerate launch` with this config and process count
-    (also the GPUs each training job asks a cluster for)."""
+    (linefuse/launch.py: one local process starts directly), also the GPUs each training job
+    asks a cluster for."""
 
     processes: Annotated[int, Field(ge=1)]
     config: str

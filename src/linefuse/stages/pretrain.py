@@ -1,6 +1,6 @@
 """The pretrain stage: train the base UNet on every level, or copy the one model.unet names.
 
-accelerate launch ... -m linefuse.stages.pretrain [--params params.yaml]
+python -m linefuse.launch ... -m linefuse.stages.pretrain [--params params.yaml]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The train stage: one curriculum level's LoRA adapter, from the one train.curriculum names.
 
-accelerate launch ... -m linefuse.stages.train --level LEVEL [--params params.yaml]
+python -m linefuse.launch ... -m linefuse.stages.train --level LEVEL [--params params.yaml]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The train_domains stage: with train.adapters: per_domain, one LoRA adapter per blur domain and
 their weighted merge; else an empty folder.
 
-    accelerate launch ... -m linefuse.stages.train_domains [--params params.yaml]
+    python -m linefuse.launch ... -m linefuse.stages.train_domains [--params params.yaml]
 """
 
 from __future__ import annotations
