@@ -44,18 +44,22 @@ CARD_FILE = (
     "README.md"  # a zoo model's card (YAML front matter, then what it is and how it was made)
 )
 SCORES_FILE = "scores.json"  # its scores, as its card reports them
+# what diffusers' save_pretrained names a model's config and weights (diffusers.utils names
+# them too, but importing it starts torch)
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
 
 
 def unet_folder(spec: str) -> Path:
     """model.unet's folder: a shipped model's for its name (chart-base), else the spec as a path."""
     shipped = ZOO_DIR / spec
-    return shipped if "/" not in spec and (shipped / "config.json").is_file() else Path(spec)
+    return shipped if "/" not in spec and (shipped / CONFIG_FILE).is_file() else Path(spec)
 
 
 def unet_config(spec: str) -> dict:
     """The UNet's diffusers config: the repo's tiny one, or `config.json` of a shipped model
     (linefuse/zoo) or a local folder."""
-    path = fresh_config(spec) or unet_folder(spec) / "config.json"
+    path = fresh_config(spec) or unet_folder(spec) / CONFIG_FILE
     return json.loads(path.read_text())
 
 

@@ -19,7 +19,8 @@ from linefuse import paths
 from linefuse.data.layout import EMBEDDINGS_MANIFEST, NULL_PROMPT, PROMPTS
 from linefuse.inference.model import NULL_PROMPT_FILE, load_null_prompt
 from linefuse.params.full import parse_params
-from linefuse.train.pretrain import CONFIG_FILE, WEIGHTS_FILE, pretrain_job, widen_base
+from linefuse.paths import CONFIG_FILE, WEIGHTS_FILE
+from linefuse.train.pretrain import pretrain_job, widen_base
 
 from conftest import tiny_params, write_params
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from linefuse.params.full import Params
 
-BASE_WEIGHTS = paths.BASE_DIR / "diffusion_pytorch_model.safetensors"
+BASE_WEIGHTS = paths.BASE_DIR / paths.WEIGHTS_FILE
 
 
 def train_job(params: Params, level: str) -> Job:

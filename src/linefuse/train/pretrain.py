@@ -24,7 +24,7 @@ from safetensors.numpy import save_file
 from linefuse import paths
 from linefuse.data.layout import EMBEDDINGS_MANIFEST
 from linefuse.inference.model import NULL_PROMPT_FILE
-from linefuse.paths import fresh_config, unet_config, unet_folder
+from linefuse.paths import CONFIG_FILE, WEIGHTS_FILE, fresh_config, unet_config, unet_folder
 from linefuse.stage import atomic_dir, write_json
 from linefuse.train.job import Job
 from linefuse.train.null_prompt import null_prompt
@@ -35,11 +35,6 @@ if TYPE_CHECKING:
     import torch
 
     from linefuse.params.full import Params
-
-# what diffusers' save_pretrained names the weights (diffusers.utils.SAFETENSORS_WEIGHTS_NAME,
-# which imports torch to read)
-WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
-CONFIG_FILE = "config.json"
 
 
 def pretrain_job(params: Params) -> Job:
