@@ -25,8 +25,11 @@ BASE_DIR = MODELS_DIR / "base"
 LORA_DIR = MODELS_DIR / "lora"
 DOMAIN_ADAPTERS_DIR = MODELS_DIR / "domains"
 PIPELINE_DIR = MODELS_DIR / "pipeline"  # evaluate: the base as a LineFusePipeline (from_pretrained)
-# evaluate: the base with the last adapter merged, for ONNX Runtime (restore and serve on a CPU)
+# evaluate's exports for ONNX Runtime (restore and serve on a CPU): the base with the last adapter
+# merged, and the base alone, whose scores evaluate reports beside it
 ONNX_DIR = MODELS_DIR / "onnx"
+ONNX_BASE_DIR = MODELS_DIR / "onnx_base"
+ONNX_EXPORTS = (ONNX_DIR, ONNX_BASE_DIR)
 
 # architectures built from scratch by name (model.unet: tiny): train/configs/<name>_unet.json
 UNET_CONFIGS_DIR = Path(__file__).resolve().parent / "train" / "configs"

@@ -200,7 +200,7 @@ STAGES = (
             "train.curriculum",
             "optim.start_fraction",  # restoring in more steps than it trained for is warned of
         ),
-        outs=(paths.EVAL_DETAIL, paths.PIPELINE_DIR, paths.ONNX_DIR),
+        outs=(paths.EVAL_DETAIL, paths.PIPELINE_DIR, *paths.ONNX_EXPORTS),
         logs=(paths.SAMPLES_PNG,),
         metrics=(paths.EVAL_JSON,),
         plots=(

@@ -194,7 +194,8 @@ def test_auto_times_both_runtimes_once_and_follows_the_cache(project, tmp_path, 
 
 def test_a_model_without_a_current_export_runs_on_torch(project, tmp_path):
     """The base alone, and the adapter once its files change (retrained), have no export: they
-    run on torch under `onnx` too, saying why; the export is not handed out for them."""
+    run on torch under `onnx` too, saying why; the export is not handed out for them. Once the
+    base alone is exported (models/onnx_base, as evaluate does), it runs on ONNX Runtime."""
     params = parse_params(_params())
     copy = shutil.copytree(project / "models", tmp_path / "models")
     with chdir(tmp_path):
@@ -203,9 +204,12 @@ def test_a_model_without_a_current_export_runs_on_torch(project, tmp_path):
         config = copy / "lora/hard/adapter_config.json"
         config.write_text(config.read_text() + "\n")
         retrained = Restorer.from_params(params, "models/lora/hard", "cpu")
+        export_onnx(paths.BASE_DIR, None, paths.ONNX_BASE_DIR)
+        assert find_export(paths.BASE_DIR, None) == paths.ONNX_BASE_DIR
+        assert Restorer.from_params(params, None, "cpu").runtime.value == "onnx"
     for restorer, named in ((alone, "models/base alone"), (retrained, "with models/lora/hard")):
         assert restorer.runtime.value == "torch"
-        assert "models/onnx holds no export of" in restorer.runtime.reason
+        assert "no export of" in restorer.runtime.reason
         assert named in restorer.runtime.reason
 
 

@@ -46,19 +46,19 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def find_export(base_dir: Path, adapter: Path | None, folder: Path = paths.ONNX_DIR) -> Path | None:
-    """`folder` if it holds the export of `base_dir` with `adapter` merged (their files as they
-    are now), else None."""
-    manifest = folder / MANIFEST_FILE
-    if not (manifest.is_file() and (folder / ONNX_FILE).is_file()):
-        return None
-    made_from = json.loads(manifest.read_text())
-    adapter_digest = folder_digest(adapter) if adapter is not None else None
-    same = (made_from["base_digest"], made_from["adapter_digest"]) == (
-        folder_digest(base_dir),
-        adapter_digest,
-    )
-    return folder if same else None
+def find_export(
+    base_dir: Path, adapter: Path | None, folders: tuple[Path, ...] = paths.ONNX_EXPORTS
+) -> Path | None:
+    """The first of `folders` that holds the export of `base_dir` with `adapter` merged (their
+    files as they are now), else None."""
+    wanted = (folder_digest(base_dir), folder_digest(adapter) if adapter is not None else None)
+    for folder in folders:
+        manifest = folder / MANIFEST_FILE
+        if manifest.is_file() and (folder / ONNX_FILE).is_file():
+            made_from = json.loads(manifest.read_text())
+            if (made_from["base_digest"], made_from["adapter_digest"]) == wanted:
+                return folder
+    return None
 
 
 def threads() -> int:

@@ -74,7 +74,7 @@ class Restorer:
     ) -> Restorer:
         """The model a run trained: `base_dir` (save_base's layout, models/base unless told) with
         `adapter` (a peft adapter folder, or None) merged, params.yaml's formulation and tiles;
-        on ONNX Runtime where eval.runtime says so and models/onnx holds this base and adapter
+        on ONNX Runtime where eval.runtime says so and an export (paths.ONNX_EXPORTS) holds them
         (inference/runtime.py), else on torch. `device`: cpu, cuda; None takes compute.device
         (auto: the GPU if there is one)."""
         device = device or choose_device(params.compute.device).value

@@ -6,10 +6,10 @@ machine and model and cached beside the tile timings (LINEFUSE_CACHE, else ~/.ca
 so that every process on the machine chooses alike; the choice is logged with both timings and
 the CPU model. `onnx` takes ONNX Runtime untimed, `torch` torch.
 
-ONNX Runtime runs the model evaluate exported: models/onnx holds the base with the last adapter
-merged, and a restorer of that base and adapter (restore's and serve's default) runs it; any
-other model (another adapter, the base alone) runs on torch, under `onnx` too, and the log says
-why. The numpy sampler samples pixel-space models started at the prior's mean (the defaults): a
+ONNX Runtime runs the models evaluate exported: models/onnx holds the base with the last adapter
+merged (restore's and serve's default), models/onnx_base the base alone, and a restorer of either
+runs its export; any other model (another adapter) runs on torch, under `onnx` too, and the log
+says why. The numpy sampler samples pixel-space models started at the prior's mean (the defaults): a
 latent model, a noise start or a GPU device makes `auto` take torch, and `onnx` one line saying
 why.
 """
@@ -62,8 +62,9 @@ def choose_runtime(
         merged = f"{base_dir} with {adapter}" if adapter is not None else f"{base_dir} alone"
         return Choice(
             "torch",
-            f"{requested}: {paths.ONNX_DIR} holds no export of {merged} as they are now "
-            f"(evaluate exports the base with the last adapter)",
+            f"{requested}: no export of {merged} as they are now in "
+            f"{', '.join(map(str, paths.ONNX_EXPORTS))} (evaluate exports the base alone and with "
+            f"the last adapter)",
         )
     if requested == "onnx":
         return Choice("onnx", "set to onnx")

@@ -1,5 +1,6 @@
 """The evaluate stage: export the base with the last curriculum adapter merged to ONNX
-(models/onnx, which restore and serve run on ONNX Runtime); score that model (on the runtime
+(models/onnx, which restore and serve run on ONNX Runtime) and the base alone (models/onnx_base);
+score that model (on the runtime
 eval.runtime picks) and any per-domain adapters on the test and held-out images: PSNR/SSIM per
 domain and level, baselines, steps, chart units, tick labels; and save the base it scored as a
 LineFusePipeline (models/pipeline) that loads without params.yaml.
@@ -46,10 +47,11 @@ def run(params: EvaluateSections, args: argparse.Namespace) -> None:
     with stage("evaluate") as written:
         # first: evaluate scores the model as restore runs it, on the export where that is faster
         export_onnx(paths.BASE_DIR, paths.adapter(last), paths.ONNX_DIR)
+        export_onnx(paths.BASE_DIR, None, paths.ONNX_BASE_DIR)
         report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
         save_default_pipeline(params, paths.PIPELINE_DIR, last)
         written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]
-        written += [paths.PIPELINE_DIR, paths.ONNX_DIR]
+        written += [paths.PIPELINE_DIR, *paths.ONNX_EXPORTS]
     log, steps = logging.getLogger("linefuse"), params.eval.steps
     if summary := report["summary"]:
         low, high = summary[f"psnr_gain_s{steps}_low"], summary[f"psnr_gain_s{steps}_high"]
