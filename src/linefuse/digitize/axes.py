@@ -1,0 +1,208 @@
+"""The plot area and the tick-label words around it, from the pixels alone.
+
+A chart's plot area is framed by long straight lines: spines, grid lines, or the edges of a
+panel drawn in its own colour. A row (column) whose ink runs, but for short gaps (dashed grid
+lines, a grid line of the background's colour across a panel), over a large share of the
+image's width (height) is one of them; the plot box spans them all. Tick labels are the words
+just below the box (x) and just left of it, right-aligned (y).
+
+Coordinates are continuous image pixels: pixel (r, c) covers [c, c + 1) x [r, r + 1), so its
+centre is (c + 0.5, r + 0.5), as in the sidecars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+INK = 14.0  # RGB distance from the background beyond which a pixel is drawn (a light panel too)
+TEXT_INK = 60.0  # ... beyond which it is part of a glyph
+LINE_SHARE = 0.35  # of the image's width (height): the shortest run that is an axis or grid line
+LINE_GAP = 3  # px: gaps a line's run may have (dashes, crossing grid lines of background colour)
+LINE_FILL = 0.6  # share of a line's run that is ink: text and curves, bridged, fill less
+LINE_HUE = 0.7  # share of a line's ink within LINE_TINT of its median colour: one colour
+LINE_TINT = 45.0
+MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
+WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
+TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
+LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
+
+
+@dataclass(frozen=True)
+class Word:
+    """A group of glyphs on one line: its box (left, top, right, bottom), continuous pixels."""
+
+    box: tuple[float, float, float, float]
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        left, top, right, bottom = self.box
+        return (left + right) / 2, (top + bottom) / 2
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What axes.find_frame reads: the figure's background (RGB), the plot box (left, top, right,
+    bottom), the rows and columns of straight lines inside it (spines, grid), and the words that
+    may be tick labels below (x) and left of (y) the box."""
+
+    background: np.ndarray
+    box: tuple[float, float, float, float]
+    line_rows: np.ndarray
+    line_cols: np.ndarray
+    x_words: list[Word]
+    y_words: list[Word]
+
+
+def background(image: np.ndarray) -> np.ndarray:
+    """The figure's background: the most common colour of the image's border pixels."""
+    border = np.concatenate(
+        [image[0], image[-1], image[:, 0], image[:, -1]], axis=0
+    ).astype(np.int64)
+    keys = (border[:, 0] << 16) | (border[:, 1] << 8) | border[:, 2]
+    values, counts = np.unique(keys, return_counts=True)
+    key = values[counts.argmax()]
+    return np.array([(key >> 16) & 255, (key >> 8) & 255, key & 255], dtype=np.float32)
+
+
+def distance(image: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """(H, W) RGB distance of each pixel from `colour`."""
+    return np.sqrt(((image[..., :3].astype(np.float32) - colour) ** 2).sum(axis=-1))
+
+
+def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink,
+    gaps of at most LINE_GAP bridged; the length is 0 unless the run is a straight line, mostly
+    ink (LINE_FILL) of one colour (LINE_HUE), as a spine, a grid line or a panel is and a line of
+    text or a curve is not."""
+    bridged = ndimage.binary_closing(ink, structure=np.ones((1, 2 * LINE_GAP + 1))) | ink
+    lengths, starts, ends = (np.zeros(len(ink), dtype=int) for _ in range(3))
+    for row, line in enumerate(bridged):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], line.astype(np.int8), [0]])))
+        if not len(edges):
+            continue
+        run_starts, run_ends = edges[::2], edges[1::2]
+        best = (run_ends - run_starts).argmax()
+        start, end = run_starts[best], run_ends[best]
+        inked = ink[row, start:end]
+        colours = image[row, start:end][inked].astype(np.float32)
+        if inked.mean() < LINE_FILL or len(colours) == 0:
+            continue
+        near = distance(colours, np.median(colours, axis=0)) <= LINE_TINT
+        if near.mean() >= LINE_HUE:
+            starts[row], ends[row], lengths[row] = start, end, end - start
+    return lengths, starts, ends
+
+
+def _box_from_lines(image: np.ndarray, ink: np.ndarray) -> tuple[tuple[float, float, float, float] | None, ...]:
+    """The box spanned by the long horizontal and vertical lines, and their rows and columns;
+    None for the box when there are none either way."""
+    height, width = ink.shape
+    h_len, h_start, h_end = _line_runs(image, ink)
+    v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T)
+    rows = np.flatnonzero(h_len >= LINE_SHARE * width)
+    cols = np.flatnonzero(v_len >= LINE_SHARE * height)
+    # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
+    if _groups(cols) >= 2:
+        left, right = cols.min(), cols.max() + 1
+    elif len(rows):  # no pair of vertical lines: the horizontal lines' usual extent
+        left, right = np.median(h_start[rows]), np.median(h_end[rows])
+        left = min([left, *cols])
+    else:
+        return None, rows, cols
+    if _groups(rows) >= 2:
+        top, bottom = rows.min(), rows.max() + 1
+    elif len(cols):
+        top, bottom = np.median(v_start[cols]), np.median(v_end[cols])
+        bottom = max([bottom, *(rows + 1)])
+    else:
+        return None, rows, cols
+    box = (float(left), float(top), float(right), float(bottom))
+    return box, rows, cols
+
+
+def _groups(indices: np.ndarray) -> int:
+    """How many runs of consecutive numbers the ascending `indices` hold."""
+    return int(len(indices) > 0) + int((np.diff(indices) > 1).sum())
+
+
+def _glyphs(text: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Boxes (left, top, right, bottom; exclusive ends) of the connected blobs of `text`."""
+    labelled, _ = ndimage.label(text, structure=np.ones((3, 3)))
+    found = []
+    for rows, cols in ndimage.find_objects(labelled):
+        found.append((cols.start, rows.start, cols.stop, rows.stop))
+    return found
+
+
+def _lines_of(glyphs: list[tuple[int, int, int, int]]) -> list[list[tuple[int, int, int, int]]]:
+    """Glyphs grouped into lines of text, each ordered left to right: a glyph joins the first
+    line (seeded by the tallest glyphs) whose seed's rows hold its centre."""
+    lines: list[tuple[tuple[int, int], list[tuple[int, int, int, int]]]] = []
+    for glyph in sorted(glyphs, key=lambda g: (g[3] - g[1]), reverse=True):
+        centre = (glyph[1] + glyph[3]) / 2
+        for (top, bottom), line in lines:
+            if top <= centre <= bottom:
+                line.append(glyph)
+                break
+        else:
+            lines.append(((glyph[1], glyph[3]), [glyph]))
+    return [sorted(line) for _, line in lines]
+
+
+def _words(line: list[tuple[int, int, int, int]], gap: float) -> list[Word]:
+    """A line's glyphs split into words where they are more than `gap` px apart."""
+    words = [list(line[0])]
+    for left, top, right, bottom in line[1:]:
+        word = words[-1]
+        if left - word[2] <= gap:
+            word[:] = [word[0], min(top, word[1]), max(right, word[2]), max(bottom, word[3])]
+        else:
+            words.append([left, top, right, bottom])
+    return [Word(tuple(float(v) for v in w)) for w in words]
+
+
+def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
+    """The rightmost word of a line: its glyphs up to the first gap wider than `gap`."""
+    return _words(line, gap)[-1]
+
+
+def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], list[Word]]:
+    """Words below the box (x tick labels: the first line of text under it) and left of it
+    (y tick labels: right-aligned, the column of words nearest the box)."""
+    left, top, right, bottom = (int(round(v)) for v in box)
+    glyphs = [g for g in _glyphs(text) if g[3] - g[1] >= 2 or g[2] - g[0] >= 2]
+    tall = [g[3] - g[1] for g in glyphs if g[3] - g[1] >= MIN_GLYPH_PX]
+    size = float(np.median(tall)) if tall else 8.0
+    reach = LABEL_REACH * size
+    # tick marks start at the box's edge; a label keeps a pad from it
+    below = [g for g in glyphs if g[1] >= bottom + TICK_PAD and g[1] <= bottom + reach]
+    below = [g for g in below if g[0] >= left - reach and g[2] <= right + reach]
+    x_words: list[Word] = []
+    lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
+    if lines:  # the first line under the box; its labels are farther apart than their digits
+        x_words = _words(lines[0], WORD_GAP * size)
+    # y labels: one a line; the axis title beside them is farther than a word's gap
+    beside = [g for g in glyphs if g[2] <= left - TICK_PAD and g[2] >= left - reach]
+    beside = [g for g in beside if g[1] >= top - reach / 2 and g[3] <= bottom + reach / 2]
+    beside = [g for g in beside if g[3] - g[1] <= 1.5 * size]  # no rotated axis title's word
+    y_words = [_right_word(line, 2 * size) for line in _lines_of(beside)]
+    y_words = [w for w in y_words if w.box[3] - w.box[1] >= MIN_GLYPH_PX]
+    if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
+        edge = max(w.box[2] for w in y_words)
+        y_words = [w for w in y_words if w.box[2] >= edge - size / 2]
+    return x_words, y_words
+
+
+def find_frame(image: np.ndarray) -> Frame | None:
+    """The plot box and the tick-label words around it; None when no axis line or panel edge is
+    drawn (nothing frames a plot area)."""
+    bg = background(image)
+    far = distance(image, bg)
+    box, rows, cols = _box_from_lines(image[..., :3], far > INK)
+    if box is None:
+        return None
+    x_words, y_words = _label_words(far > TEXT_INK, box)
+    return Frame(bg, box, rows, cols, x_words, y_words)

@@ -1,0 +1,189 @@
+"""Each axis's pixel-to-data mapping, from its tick labels read by Tesseract.
+
+A tick label is centred on its tick (x) or level with it (y), so its word's centre is the tick's
+pixel position and its text the tick's value. The words of many charts are read in one
+Tesseract call (evaluate/ocr.py's page of enlarged lines: starting Tesseract costs more than
+reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value) (logarithmic)
+through every pair of ticks keeps the pair that most ticks agree with; ticks farther than
+OUTLIER_PX from it are misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest
+are fitted by least squares. The scale whose fit leaves the smaller residual wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from linefuse.data.labels import normalise
+from linefuse.digitize.axes import Frame, Word, distance
+from linefuse.evaluate.ocr import Label, read_labels
+
+OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
+OUTLIER_SHARE = 0.02
+MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
+LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
+TEXT_CONTRAST = 200.0  # RGB distance from the background drawn black on the page
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick label: its pixel position along the axis, the value read, and its word's box."""
+
+    position: float
+    value: float
+    text: str
+    box: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis's mapping: value = inverse of pixel = offset + slope * f(value), f the identity
+    (linear) or log10 (log). used are the ticks it was fitted to, rejected the ones it rejected
+    (misread, or text that is no number); residual is their RMS distance off the fit in px."""
+
+    name: str
+    scale: str
+    offset: float
+    slope: float
+    used: list[Tick] = field(default_factory=list)
+    rejected: list[Tick] = field(default_factory=list)
+    residual: float = 0.0
+    confidence: float = 0.0
+
+    def value(self, pixel: np.ndarray | float) -> np.ndarray:
+        """Data values at pixel positions along the axis (continuous pixels)."""
+        mapped = (np.asarray(pixel, dtype=float) - self.offset) / self.slope
+        return 10.0**mapped if self.scale == "log" else mapped
+
+    def pixel(self, value: np.ndarray | float) -> np.ndarray:
+        """Pixel positions of data values."""
+        value = np.asarray(value, dtype=float)
+        mapped = np.log10(value) if self.scale == "log" else value
+        return self.offset + self.slope * mapped
+
+
+def parse(text: str) -> float | None:
+    """A tick label's number, or None when what was read is none."""
+    clean = normalise(text)
+    try:
+        value = float(clean)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
+    """The chart as dark text on white, whatever its colours (light text on a dark theme), for
+    Tesseract."""
+    far = distance(image, frame.background)
+    dark = np.clip(255.0 - far * 255.0 / TEXT_CONTRAST, 0, 255).astype(np.uint8)
+    return np.repeat(dark[..., None], 3, axis=2)
+
+
+def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], list[Tick]]]:
+    """The x and y ticks of each (image, frame), all read in one batch; words that are no number
+    are ticks with a NaN value (reported as rejected)."""
+    batch = []
+    for image, frame in items:
+        words = frame.x_words + frame.y_words
+        batch.append((ink_page(image, frame), [Label("", w.box) for w in words]))
+    texts = read_labels(batch) if any(labels for _, labels in batch) else [[] for _ in batch]
+    found = []
+    for (_, frame), read in zip(items, texts, strict=True):
+        ticks = [_tick(word, text, axis="x") for word, text in zip(frame.x_words, read)]
+        rest = read[len(frame.x_words) :]
+        found.append((ticks, [_tick(word, text, axis="y") for word, text in zip(frame.y_words, rest)]))
+    return found
+
+
+def _tick(word: Word, text: str, axis: str) -> Tick:
+    x, y = word.centre
+    value = parse(text)
+    return Tick(x if axis == "x" else y, math.nan if value is None else value, text, word.box)
+
+
+def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
+    """Least squares pixel = offset + slope * value: (offset, slope, RMS residual in px)."""
+    slope, offset = np.polyfit(values, points, 1)
+    residual = float(np.sqrt(np.mean((offset + slope * values - points) ** 2)))
+    return float(offset), float(slope), residual
+
+
+def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float):
+    """The fit through the pair of ticks most others agree with, refitted to those within
+    tolerance: (offset, slope, residual, inliers) or None when no pair spans distinct values."""
+    best = None
+    for i, j in itertools.combinations(range(len(points)), 2):
+        if values[i] == values[j] or points[i] == points[j]:
+            continue
+        slope = (points[j] - points[i]) / (values[j] - values[i])
+        offset = points[i] - slope * values[i]
+        off = np.abs(offset + slope * values - points)
+        inliers = off <= tolerance
+        key = (inliers.sum(), -off[inliers].sum())
+        if best is None or key > best[0]:
+            best = (key, inliers)
+    if best is None or best[1].sum() < MIN_TICKS:
+        return None
+    inliers = best[1]
+    offset, slope, residual = _line_fit(points[inliers], values[inliers])
+    return offset, slope, residual, inliers
+
+
+def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
+    """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
+    than MIN_TICKS agree."""
+    good = [t for t in ticks if math.isfinite(t.value)]
+    if len(good) < MIN_TICKS:
+        return None
+    points = np.array([t.position for t in good])
+    values = np.array([t.value for t in good])
+    tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
+    fits = {"linear": _robust_fit(points, values, tolerance)}
+    positive = values > 0
+    if positive.sum() >= 3:  # two ticks fit any scale: a log axis needs a third to tell
+        logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
+        fit = _robust_fit(points[positive], logs[positive], tolerance)
+        if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
+            inliers = np.zeros(len(good), dtype=bool)
+            inliers[np.flatnonzero(positive)[fit[3]]] = True
+            fits["log"] = (*fit[:3], inliers)
+    scale = _better(fits)
+    if scale is None:
+        return None
+    offset, slope, residual, inliers = fits[scale]
+    used = [t for t, keep in zip(good, inliers, strict=True) if keep]
+    rejected = [t for t in ticks if t not in used]
+    return Axis(
+        name=name,
+        scale=scale,
+        offset=offset,
+        slope=slope,
+        used=used,
+        rejected=rejected,
+        residual=residual,
+        confidence=_confidence(len(used), len(ticks), residual),
+    )
+
+
+def _better(fits: dict) -> str | None:
+    """The scale whose fit keeps more ticks, or as many with a clearly smaller residual."""
+    linear, log = fits.get("linear"), fits.get("log")
+    if log is None:
+        return None if linear is None else "linear"
+    if linear is None:
+        return "log"
+    kept_linear, kept_log = linear[3].sum(), log[3].sum()
+    if kept_log != kept_linear:
+        return "log" if kept_log > kept_linear else "linear"
+    return "log" if log[2] < LOG_GAIN * linear[2] else "linear"
+
+
+def _confidence(used: int, read: int, residual: float) -> float:
+    """0..1: the share of the words read that the fit kept, times how far beyond two ticks (which
+    any line fits) the fit is confirmed, times how tightly (a residual of 1 px halves it)."""
+    confirmed = min(1.0, (used - 1) / 2)
+    return float(used / max(read, 1) * confirmed / (1.0 + residual))
