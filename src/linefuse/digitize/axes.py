@@ -20,8 +20,9 @@ from scipy import ndimage
 INK = 14.0  # RGB distance from the background beyond which a pixel is drawn (a light panel too)
 TEXT_INK = 60.0  # ... beyond which it is part of a glyph
 LINE_SHARE = 0.35  # of the image's width (height): the shortest run that is an axis or grid line
+LINE_SPAN = 0.8  # of the longest line: grid lines and spines span the plot, a curve's flat part not
 LINE_GAP = 3  # px: gaps a line's run may have (dashes, crossing grid lines of background colour)
-LINE_FILL = 0.6  # share of a line's run that is ink: text and curves, bridged, fill less
+LINE_FILL = 0.85  # share of a line's run that is ink: text and curves, bridged, fill less
 LINE_HUE = 0.7  # share of a line's ink within LINE_TINT of its median colour: one colour
 LINE_TINT = 45.0
 MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
@@ -102,8 +103,8 @@ def _box_from_lines(image: np.ndarray, ink: np.ndarray) -> tuple[tuple[float, fl
     height, width = ink.shape
     h_len, h_start, h_end = _line_runs(image, ink)
     v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T)
-    rows = np.flatnonzero(h_len >= LINE_SHARE * width)
-    cols = np.flatnonzero(v_len >= LINE_SHARE * height)
+    rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_len.max()))
+    cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_len.max()))
     # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
     if _groups(cols) >= 2:
         left, right = cols.min(), cols.max() + 1
@@ -174,22 +175,30 @@ def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], 
     (y tick labels: right-aligned, the column of words nearest the box)."""
     left, top, right, bottom = (int(round(v)) for v in box)
     glyphs = [g for g in _glyphs(text) if g[3] - g[1] >= 2 or g[2] - g[0] >= 2]
+    # the text's size is the size of what lies around the box, not of the curves' dots in it
+    glyphs = [g for g in glyphs if g[2] <= left or g[0] >= right or g[3] <= top or g[1] >= bottom]
     tall = [g[3] - g[1] for g in glyphs if g[3] - g[1] >= MIN_GLYPH_PX]
     size = float(np.median(tall)) if tall else 8.0
     reach = LABEL_REACH * size
     # tick marks start at the box's edge; a label keeps a pad from it
-    below = [g for g in glyphs if g[1] >= bottom + TICK_PAD and g[1] <= bottom + reach]
-    below = [g for g in below if g[0] >= left - reach and g[2] <= right + reach]
+    below = [g for g in glyphs if g[1] >= bottom + TICK_PAD and g[0] >= left - reach]
     x_words: list[Word] = []
     lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
-    if lines:  # the first line under the box; its labels are farther apart than their digits
+    if lines and min(g[1] for g in lines[0]) <= bottom + reach:
+        # the first line under the box; its labels are farther apart than their digits
         x_words = _words(lines[0], WORD_GAP * size)
-    # y labels: one a line; the axis title beside them is farther than a word's gap
-    beside = [g for g in glyphs if g[2] <= left - TICK_PAD and g[2] >= left - reach]
+    # y labels: one a line, right-aligned near the box; the axis title beside them is farther
+    # than a word's gap, and a flat glyph at a line's end is a tick mark
+    beside = [g for g in glyphs if g[2] <= left - TICK_PAD]
     beside = [g for g in beside if g[1] >= top - reach / 2 and g[3] <= bottom + reach / 2]
     beside = [g for g in beside if g[3] - g[1] <= 1.5 * size]  # no rotated axis title's word
-    y_words = [_right_word(line, 2 * size) for line in _lines_of(beside)]
-    y_words = [w for w in y_words if w.box[3] - w.box[1] >= MIN_GLYPH_PX]
+    y_words = []
+    for line in _lines_of(beside):
+        if len(line) > 1 and line[-1][3] - line[-1][1] <= 2:
+            line = line[:-1]
+        word = _right_word(line, 2 * size)
+        if word.box[2] >= left - reach and word.box[3] - word.box[1] >= MIN_GLYPH_PX:
+            y_words.append(word)
     if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
         edge = max(w.box[2] for w in y_words)
         y_words = [w for w in y_words if w.box[2] >= edge - size / 2]

@@ -112,7 +112,12 @@ def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, flo
     return float(offset), float(slope), residual
 
 
-def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float):
+def _digits(values: np.ndarray) -> int:
+    """Significant digits of the values, summed: how far from round numbers they are."""
+    return sum(len(f"{v:.6g}".lstrip("-0.").replace(".", "").rstrip("0")) for v in values)
+
+
+def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float, direction: float):
     """The fit through the pair of ticks most others agree with, refitted to those within
     tolerance: (offset, slope, residual, inliers) or None when no pair spans distinct values."""
     best = None
@@ -123,7 +128,11 @@ def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float):
         offset = points[i] - slope * values[i]
         off = np.abs(offset + slope * values - points)
         inliers = off <= tolerance
-        key = (inliers.sum(), -off[inliers].sum())
+        if slope * direction <= 0:  # x grows rightwards, y upwards (pixel rows downwards)
+            continue
+        # among pairs as well agreed with, the roundest tick values: a misread label is
+        # rarely rounder than the ones drawn
+        key = (inliers.sum(), -_digits(values[inliers]), -off[inliers].sum())
         if best is None or key > best[0]:
             best = (key, inliers)
     if best is None or best[1].sum() < MIN_TICKS:
@@ -142,11 +151,12 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     points = np.array([t.position for t in good])
     values = np.array([t.value for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
-    fits = {"linear": _robust_fit(points, values, tolerance)}
+    direction = 1.0 if name == "x" else -1.0
+    fits = {"linear": _robust_fit(points, values, tolerance, direction)}
     positive = values > 0
     if positive.sum() >= 3:  # two ticks fit any scale: a log axis needs a third to tell
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
-        fit = _robust_fit(points[positive], logs[positive], tolerance)
+        fit = _robust_fit(points[positive], logs[positive], tolerance, direction)
         if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
             inliers = np.zeros(len(good), dtype=bool)
             inliers[np.flatnonzero(positive)[fit[3]]] = True
