@@ -196,7 +196,7 @@ def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], 
     for line in _lines_of(beside):
         if len(line) > 1 and line[-1][3] - line[-1][1] <= 2:
             line = line[:-1]
-        word = _right_word(line, 2 * size)
+        word = _right_word(line, WORD_GAP * 1.5 * size)
         if word.box[2] >= left - reach and word.box[3] - word.box[1] >= MIN_GLYPH_PX:
             y_words.append(word)
     if y_words:  # right-aligned: the words whose right edge is near the rightmost one's

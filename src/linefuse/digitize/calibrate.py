@@ -19,12 +19,17 @@ import numpy as np
 
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
-from linefuse.evaluate.ocr import Label, read_labels
+from PIL import Image
+
+from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
+# each word is read darkened by each (evaluate/ocr's gammas suit 9 px labels; the digitizer's
+# words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
+GAMMAS = (1.5, 3.0)
 TEXT_CONTRAST = 200.0  # RGB distance from the background drawn black on the page
 
 
@@ -36,6 +41,7 @@ class Tick:
     value: float
     text: str
     box: tuple[float, float, float, float]
+    word: int = 0  # which word of its axis: readings of one word are candidates for one tick
 
 
 @dataclass(frozen=True)
@@ -84,25 +90,43 @@ def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
 
 
 def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], list[Tick]]]:
-    """The x and y ticks of each (image, frame), all read in one batch; words that are no number
-    are ticks with a NaN value (reported as rejected)."""
-    batch = []
+    """The x and y ticks of each (image, frame), all read in as few Tesseract calls as a page
+    allows. Each word is read once per darkening (GAMMAS) and each distinct number
+    read is a candidate tick: the fit keeps at most one per word, the one that agrees. A word
+    with no number read is a tick with a NaN value (reported as rejected)."""
+    lines = []
     for image, frame in items:
-        words = frame.x_words + frame.y_words
-        batch.append((ink_page(image, frame), [Label("", w.box) for w in words]))
-    texts = read_labels(batch) if any(labels for _, labels in batch) else [[] for _ in batch]
-    found = []
-    for (_, frame), read in zip(items, texts, strict=True):
-        ticks = [_tick(word, text, axis="x") for word, text in zip(frame.x_words, read)]
-        rest = read[len(frame.x_words) :]
-        found.append((ticks, [_tick(word, text, axis="y") for word, text in zip(frame.y_words, rest)]))
+        gray = Image.fromarray(ink_page(image, frame)).convert("L")
+        lines += [line for word in frame.x_words + frame.y_words for line in _lines(gray, word.box, GAMMAS)]
+    read = []
+    for first in range(0, len(lines), MAX_LINES):
+        read += [text for text, _ in _read_page(lines[first : first + MAX_LINES])]
+    variants, first, found = len(GAMMAS), 0, []
+    for _, frame in items:
+        axes = []
+        for axis, words in (("x", frame.x_words), ("y", frame.y_words)):
+            ticks = []
+            for index, word in enumerate(words):
+                texts = read[first : first + variants]
+                first += variants
+                ticks += _candidates(axis, index, word, texts)
+            axes.append(ticks)
+        found.append((axes[0], axes[1]))
     return found
 
 
-def _tick(word: Word, text: str, axis: str) -> Tick:
+def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
+    """A word's distinct numbers read as ticks at its centre, or one NaN tick when none is."""
     x, y = word.centre
-    value = parse(text)
-    return Tick(x if axis == "x" else y, math.nan if value is None else value, text, word.box)
+    position = x if axis == "x" else y
+    values = {}
+    for text in texts:
+        value = parse(text)
+        if value is not None:
+            values.setdefault(value, text)
+    if not values:
+        return [Tick(position, math.nan, "/".join(texts), word.box, index)]
+    return [Tick(position, value, text, word.box, index) for value, text in values.items()]
 
 
 def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
@@ -117,22 +141,25 @@ def _digits(values: np.ndarray) -> int:
     return sum(len(f"{v:.6g}".lstrip("-0.").replace(".", "").rstrip("0")) for v in values)
 
 
-def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float, direction: float):
-    """The fit through the pair of ticks most others agree with, refitted to those within
-    tolerance: (offset, slope, residual, inliers) or None when no pair spans distinct values."""
+def _robust_fit(
+    points: np.ndarray, values: np.ndarray, words: np.ndarray, tolerance: float, direction: float
+):
+    """The fit through the pair of ticks most words agree with, refitted to those within
+    tolerance (of each word, its candidate nearest the fit): (offset, slope, residual, inliers),
+    or None when fewer than MIN_TICKS words agree on any pair."""
     best = None
     for i, j in itertools.combinations(range(len(points)), 2):
-        if values[i] == values[j] or points[i] == points[j]:
+        if values[i] == values[j] or words[i] == words[j]:
             continue
         slope = (points[j] - points[i]) / (values[j] - values[i])
-        offset = points[i] - slope * values[i]
-        off = np.abs(offset + slope * values - points)
-        inliers = off <= tolerance
         if slope * direction <= 0:  # x grows rightwards, y upwards (pixel rows downwards)
             continue
+        off = np.abs(points[i] + slope * (values - values[i]) - points)
+        inliers = _one_per_word(off, words, tolerance)
         # among pairs as well agreed with, the roundest tick values: a misread label is
         # rarely rounder than the ones drawn
-        key = (inliers.sum(), -_digits(values[inliers]), -off[inliers].sum())
+        nice = _nice_step(slope, points)
+        key = (inliers.sum(), nice, -_digits(values[inliers]), -off[inliers].sum())
         if best is None or key > best[0]:
             best = (key, inliers)
     if best is None or best[1].sum() < MIN_TICKS:
@@ -142,21 +169,44 @@ def _robust_fit(points: np.ndarray, values: np.ndarray, tolerance: float, direct
     return offset, slope, residual, inliers
 
 
+def _nice_step(slope: float, points: np.ndarray) -> bool:
+    """Whether the value step between neighbouring ticks (their usual pixel spacing over the
+    fit's slope) is a round one, 1, 2, 2.5 or 5 times a power of ten, as axes choose; a pair of
+    misread labels rarely implies one."""
+    spacing = np.diff(np.unique(np.round(points, 1)))
+    if len(spacing) == 0:
+        return False
+    step = abs(float(np.median(spacing)) / slope)
+    mantissa = step / 10.0 ** math.floor(math.log10(step))
+    return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
+
+
+def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.ndarray:
+    """Ticks within tolerance of a fit, at most one per word: the nearest."""
+    inliers = np.zeros(len(off), dtype=bool)
+    for word in np.unique(words):
+        mine = np.flatnonzero(words == word)
+        nearest = mine[off[mine].argmin()]
+        inliers[nearest] = off[nearest] <= tolerance
+    return inliers
+
+
 def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
     than MIN_TICKS agree."""
     good = [t for t in ticks if math.isfinite(t.value)]
-    if len(good) < MIN_TICKS:
+    if len({t.word for t in good}) < MIN_TICKS:
         return None
     points = np.array([t.position for t in good])
     values = np.array([t.value for t in good])
+    words = np.array([t.word for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
-    fits = {"linear": _robust_fit(points, values, tolerance, direction)}
+    fits = {"linear": _robust_fit(points, values, words, tolerance, direction)}
     positive = values > 0
-    if positive.sum() >= 3:  # two ticks fit any scale: a log axis needs a third to tell
+    if len(np.unique(words[positive])) >= 3:  # two ticks fit any scale: a log axis needs a third to tell
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
-        fit = _robust_fit(points[positive], logs[positive], tolerance, direction)
+        fit = _robust_fit(points[positive], logs[positive], words[positive], tolerance, direction)
         if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
             inliers = np.zeros(len(good), dtype=bool)
             inliers[np.flatnonzero(positive)[fit[3]]] = True
@@ -166,7 +216,8 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
         return None
     offset, slope, residual, inliers = fits[scale]
     used = [t for t, keep in zip(good, inliers, strict=True) if keep]
-    rejected = [t for t in ticks if t not in used]
+    taken = {t.word for t in used}
+    rejected = [t for t in ticks if t.word not in taken]
     return Axis(
         name=name,
         scale=scale,
@@ -175,7 +226,7 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
         used=used,
         rejected=rejected,
         residual=residual,
-        confidence=_confidence(len(used), len(ticks), residual),
+        confidence=_confidence(len(used), len({t.word for t in ticks}), residual),
     )
 
 

@@ -1,0 +1,147 @@
+"""The series inside the plot box: told apart by colour, each followed column by column.
+
+Inside the box, what is neither the plot area's background nor a straight line of the frame
+(spines, grid) is the series' ink, and some text (a legend, an annotation). Its colours cluster:
+each series is one colour, its anti-aliased edges blends of that colour with the background.
+Each cluster is then read by evaluate/curves.py's line follower (the cheapest continuous path of
+runs, one a column, through crossings, dash gaps and markers), as it reads a chart's main series
+given its sidecar; here the colour, width and dash come from the pixels. A cluster whose path
+covers little of the box is text or a legend's swatch, not a series.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from linefuse.digitize.axes import Frame, distance
+from linefuse.evaluate.curves import HUE_KEEP, ChartTruth, _background, _follow_line, _series_ink
+
+SPINE_INSET_PX = 2  # box rows and columns this close to its edge hold the spines
+CORE = 70.0  # RGB distance from the plot background beyond which a pixel is a series' core
+BIN = 24  # colour quantum of the first clustering pass
+SAME_COLOUR = 60.0  # clusters nearer than this are one colour
+MIN_PIXELS = 0.1  # of the box's width: core pixels a colour needs to be a series candidate
+MIN_SPAN = 0.15  # of the box's width: columns a path must cover to be a series
+SOLID_COVER = 0.9  # share of its span a solid line's path covers; less is dashed (or dotted)
+MAX_SERIES = 8
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One series as read: its colour (0-255 RGB), line width and style, and its path: the
+    columns' centres and the line's centre row in each (continuous image pixels)."""
+
+    colour: tuple[float, float, float]
+    linewidth_px: float
+    dashed: bool
+    columns: np.ndarray
+    rows: np.ndarray
+
+
+def inner_box(frame: Frame, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The box's pixels clear of its spines: (first row, end row, first col, end col)."""
+    left, top, right, bottom = frame.box
+    first_row = max(math.ceil(top) + SPINE_INSET_PX, 0)
+    end_row = min(math.floor(bottom) - SPINE_INSET_PX, shape[0])
+    first_col = max(math.ceil(left) + SPINE_INSET_PX, 0)
+    end_col = min(math.floor(right) - SPINE_INSET_PX, shape[1])
+    return first_row, end_row, first_col, end_col
+
+
+def _line_mask(frame: Frame, rows: range, cols: range) -> np.ndarray:
+    """(rows, cols) True on the frame's straight lines (grid lines, a panel's edges)."""
+    mask = np.zeros((len(rows), len(cols)), dtype=bool)
+    mask[np.isin(np.array(rows), frame.line_rows), :] = True
+    mask[:, np.isin(np.array(cols), frame.line_cols)] = True
+    return mask
+
+
+def colours(box: np.ndarray, background: np.ndarray, lines: np.ndarray) -> list[np.ndarray]:
+    """The series' candidate colours: clusters of the core pixels' colours, strongest first,
+    without the ones that are only a blend of another with the background."""
+    far = distance(box, background)
+    core = box[(far > CORE) & ~lines].astype(np.float32)
+    if len(core) == 0:
+        return []
+    keys, counts = np.unique((core // BIN).astype(np.int64), axis=0, return_counts=True)
+    centres: list[np.ndarray] = []
+    enough = MIN_PIXELS * box.shape[1]
+    for key in keys[np.argsort(-counts)][: 4 * MAX_SERIES]:
+        members = core[((core // BIN).astype(np.int64) == key).all(axis=1)]
+        if len(members) < enough:
+            break
+        centre = members.mean(axis=0)
+        if all(np.linalg.norm(centre - c) > SAME_COLOUR for c in centres):
+            centres.append(centre)
+    if not centres:
+        return []
+    # each core pixel to its nearest centre; a centre's colour is its farthest half's mean
+    nearest = np.argmin([np.linalg.norm(core - c, axis=1) for c in centres], axis=0)
+    refined = []
+    for index in range(len(centres)):
+        members = core[nearest == index]
+        reach = distance(members, background)
+        refined.append(members[reach >= np.median(reach)].mean(axis=0))
+    return [c for i, c in enumerate(refined) if not _blend_of_other(c, refined[:i], background)]
+
+
+def _blend_of_other(colour: np.ndarray, others: list[np.ndarray], background: np.ndarray) -> bool:
+    """Whether `colour` lies between the background and a stronger colour: its edges."""
+    for other in others:
+        ink, hue_error, _ = _series_ink(colour[None, None, :], background, other)
+        if 0.0 < ink[0, 0] < 0.9 and hue_error[0, 0] < HUE_KEEP:
+            return True
+    return False
+
+
+def _width(ink: np.ndarray) -> float:
+    """A line's width in px: the usual summed coverage of the columns it is in."""
+    sums = ink.sum(axis=0)
+    return float(max(np.median(sums[sums > 0.5]), 1.0)) if (sums > 0.5).any() else 1.0
+
+
+def _follow(box, background, colour, width, dashed, rows, cols):
+    """evaluate/curves' follower for one colour: (column indices, centre rows)."""
+    truth = ChartTruth(
+        width=0,
+        height=0,
+        plot_box=(0.0, 0.0, 1.0, 1.0),
+        xlim=(0.0, 1.0),
+        ylim=(0.0, 1.0),
+        colour=tuple(float(v) for v in colour),
+        linewidth_px=width,
+        linestyle="--" if dashed else "-",
+        wavelength=np.zeros(2),
+        intensity=np.zeros(2),
+    )
+    found, centres, _ = _follow_line(box, rows, cols, truth)
+    return found, centres
+
+
+def trace_series(image: np.ndarray, frame: Frame) -> list[Trace]:
+    """Every series in the frame's box, as read from its pixels."""
+    first_row, end_row, first_col, end_col = inner_box(frame, image.shape)
+    if end_row - first_row < 4 or end_col - first_col < 4:
+        return []
+    box = image[first_row:end_row, first_col:end_col, :3].copy()
+    lines = _line_mask(frame, range(first_row, end_row), range(first_col, end_col))
+    background = _background(box)
+    box[lines] = background.astype(np.uint8)  # the grid is no series' ink
+    rows = np.arange(first_row, end_row) + 0.5
+    cols = np.arange(first_col, end_col) + 0.5
+    traces = []
+    for colour in colours(box, background, lines)[:MAX_SERIES]:
+        ink = _series_ink(box, background, colour)[0]
+        width = _width(ink)
+        found, centres = _follow(box, background, colour, width, False, rows, cols)
+        if len(found) and len(found) < SOLID_COVER * (found[-1] - found[0] + 1):
+            found, centres = _follow(box, background, colour, width, True, rows, cols)
+        if len(found) < MIN_SPAN * len(cols):
+            continue
+        colour_rgb = tuple(float(round(v)) for v in colour)
+        traces.append(Trace(colour_rgb, width, len(found) < SOLID_COVER * (np.ptp(found) + 1),
+                            cols[found], centres))
+    return traces
