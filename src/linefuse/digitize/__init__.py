@@ -18,6 +18,8 @@ from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
 from linefuse.digitize.series import Trace, trace_series
 
 MIN_SIDE_PX = 32  # smaller images hold no legible chart
+# what an odd image (no chart drawer's) may raise deep in the reading: reported as unreadable
+ODD_INPUT = (ValueError, IndexError, ZeroDivisionError, FloatingPointError, np.linalg.LinAlgError)
 
 
 class Unreadable(Exception):
@@ -85,9 +87,10 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
         if axis is None:
             read = ", ".join(repr(t.text) for t in found) or "nothing"
             raise Unreadable(f"unreadable {name} tick labels: read {read}, no two agree")
-    traces = trace_series(pixels, frame)
+    traces, filled = trace_series(pixels, frame)
     if not traces:
-        raise Unreadable("no series: nothing inside the plot area is a line")
+        shapes = " (it holds filled shapes: bars or areas)" if filled else ""
+        raise Unreadable(f"no series: nothing inside the plot area is a line{shapes}")
     series = [
         Series(t.colour, t.dashed, x_axis.value(t.columns), y_axis.value(t.rows)) for t in traces
     ]
@@ -103,6 +106,8 @@ def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
             located.append(locate(image))
         except Unreadable as why:
             located.append(why)
+        except ODD_INPUT as error:  # an image no chart drawer makes: a reason, not a traceback
+            located.append(Unreadable(f"no chart found: {type(error).__name__}: {error}"))
     framed = [item for item in located if not isinstance(item, Unreadable)]
     ticks = iter(read_ticks(framed))
     results: list[Digitized | Unreadable] = []
@@ -114,6 +119,8 @@ def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
             results.append(finish(*item, next(ticks)))
         except Unreadable as why:
             results.append(why)
+        except ODD_INPUT as error:
+            results.append(Unreadable(f"no chart read: {type(error).__name__}: {error}"))
     return results
 
 

@@ -74,6 +74,8 @@ class Axis:
 def parse(text: str) -> float | None:
     """A tick label's number, or None when what was read is none."""
     clean = normalise(text)
+    if clean.endswith("-"):  # a tick mark beside a y label, read as a trailing minus
+        clean = clean.rstrip("-")
     try:
         value = float(clean)
     except ValueError:
