@@ -1,6 +1,6 @@
 """Digitize generated sharp charts from a folder with their sidecars and score them per library.
 
-    python benchmarks/digitize.py DATA_DIR [--split test held_out] [--out benchmarks/results/digitize.json]
+    python benchmarks/digitize.py DATA_DIR [--split test held_out] [--out FILE.json]
 
 DATA_DIR holds source/chart_NNNNN.{png,json,csv} and index/images.parquet (the split of each
 chart). Writes, per library, the charts' count, the share digitized, the share calibrated (both
@@ -65,7 +65,12 @@ def main() -> None:
                 np.median([r["curve_error"] for r in group if r["calibrated"]] or [np.nan])
             ),
         }
-    result = {"splits": args.split, "seconds_per_chart": seconds, "libraries": summary, "charts": rows}
+    result = {
+        "splits": args.split,
+        "seconds_per_chart": seconds,
+        "libraries": summary,
+        "charts": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({"seconds_per_chart": seconds, **summary}, indent=1))

@@ -59,9 +59,9 @@ class Frame:
 
 def background(image: np.ndarray) -> np.ndarray:
     """The figure's background: the most common colour of the image's border pixels."""
-    border = np.concatenate(
-        [image[0], image[-1], image[:, 0], image[:, -1]], axis=0
-    ).astype(np.int64)
+    border = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]], axis=0).astype(
+        np.int64
+    )
     keys = (border[:, 0] << 16) | (border[:, 1] << 8) | border[:, 2]
     values, counts = np.unique(keys, return_counts=True)
     key = values[counts.argmax()]
@@ -97,7 +97,9 @@ def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return lengths, starts, ends
 
 
-def _box_from_lines(image: np.ndarray, ink: np.ndarray) -> tuple[tuple[float, float, float, float] | None, ...]:
+def _box_from_lines(
+    image: np.ndarray, ink: np.ndarray
+) -> tuple[tuple[float, float, float, float] | None, ...]:
     """The box spanned by the long horizontal and vertical lines, and their rows and columns;
     None for the box when there are none either way."""
     height, width = ink.shape
@@ -142,7 +144,7 @@ def _lines_of(glyphs: list[tuple[int, int, int, int]]) -> list[list[tuple[int, i
     """Glyphs grouped into lines of text, each ordered left to right: a glyph joins the first
     line (seeded by the tallest glyphs) whose seed's rows hold its centre."""
     lines: list[tuple[tuple[int, int], list[tuple[int, int, int, int]]]] = []
-    for glyph in sorted(glyphs, key=lambda g: (g[3] - g[1]), reverse=True):
+    for glyph in sorted(glyphs, key=lambda g: g[3] - g[1], reverse=True):
         centre = (glyph[1] + glyph[3]) / 2
         for (top, bottom), line in lines:
             if top <= centre <= bottom:

@@ -16,11 +16,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from PIL import Image
 
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
-from PIL import Image
-
 from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
@@ -99,7 +98,11 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
     lines = []
     for image, frame in items:
         gray = Image.fromarray(ink_page(image, frame)).convert("L")
-        lines += [line for word in frame.x_words + frame.y_words for line in _lines(gray, word.box, GAMMAS)]
+        lines += [
+            line
+            for word in frame.x_words + frame.y_words
+            for line in _lines(gray, word.box, GAMMAS)
+        ]
     read = []
     for first in range(0, len(lines), MAX_LINES):
         read += [text for text, _ in _read_page(lines[first : first + MAX_LINES])]
@@ -206,7 +209,9 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     direction = 1.0 if name == "x" else -1.0
     fits = {"linear": _robust_fit(points, values, words, tolerance, direction)}
     positive = values > 0
-    if len(np.unique(words[positive])) >= 3:  # two ticks fit any scale: a log axis needs a third to tell
+    if (
+        len(np.unique(words[positive])) >= 3
+    ):  # two ticks fit any scale: a log axis needs a third to tell
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
         fit = _robust_fit(points[positive], logs[positive], words[positive], tolerance, direction)
         if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis

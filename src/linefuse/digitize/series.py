@@ -56,8 +56,9 @@ def inner_box(frame: Frame, shape: tuple[int, ...]) -> tuple[int, int, int, int]
     return first_row, end_row, first_col, end_col
 
 
-def _line_mask(frame: Frame, box: np.ndarray, background: np.ndarray, first_row: int,
-               first_col: int) -> np.ndarray:
+def _line_mask(
+    frame: Frame, box: np.ndarray, background: np.ndarray, first_row: int, first_col: int
+) -> np.ndarray:
     """(rows, cols) of the box: True on the frame's straight lines (grid lines) drawn in a colour
     of their own; a panel's rows, in the plot background's colour, are not lines here."""
     mask = np.zeros(box.shape[:2], dtype=bool)
