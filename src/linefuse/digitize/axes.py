@@ -28,14 +28,29 @@ LINE_TINT = 45.0
 MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
 WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
 TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
+POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
 
 
 @dataclass(frozen=True)
 class Word:
-    """A group of glyphs on one line: its box (left, top, right, bottom), continuous pixels."""
+    """A group of glyphs on one line: its box (left, top, right, bottom), continuous pixels,
+    and its glyphs' boxes (left, top, right, bottom; integer pixels, ends exclusive), left to
+    right."""
 
     box: tuple[float, float, float, float]
+    glyphs: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def point(self) -> int | None:
+        """How many glyphs precede its decimal point (a glyph far smaller than the digits, at
+        their foot, between two of them), or None when it has none."""
+        height = self.box[3] - self.box[1]
+        for index, (left, top, right, bottom) in enumerate(self.glyphs):
+            small = bottom - top <= POINT_SHARE * height and right - left <= POINT_SHARE * height
+            if small and bottom >= self.box[3] - 1 and 0 < index < len(self.glyphs) - 1:
+                return index
+        return None
 
     @property
     def centre(self) -> tuple[float, float]:
@@ -157,14 +172,22 @@ def _lines_of(glyphs: list[tuple[int, int, int, int]]) -> list[list[tuple[int, i
 
 def _words(line: list[tuple[int, int, int, int]], gap: float) -> list[Word]:
     """A line's glyphs split into words where they are more than `gap` px apart."""
-    words = [list(line[0])]
-    for left, top, right, bottom in line[1:]:
-        word = words[-1]
-        if left - word[2] <= gap:
-            word[:] = [word[0], min(top, word[1]), max(right, word[2]), max(bottom, word[3])]
+    groups = [[line[0]]]
+    for glyph in line[1:]:
+        if glyph[0] - max(g[2] for g in groups[-1]) <= gap:
+            groups[-1].append(glyph)
         else:
-            words.append([left, top, right, bottom])
-    return [Word(tuple(float(v) for v in w)) for w in words]
+            groups.append([glyph])
+    words = []
+    for glyphs in groups:
+        box = (
+            float(min(g[0] for g in glyphs)),
+            float(min(g[1] for g in glyphs)),
+            float(max(g[2] for g in glyphs)),
+            float(max(g[3] for g in glyphs)),
+        )
+        words.append(Word(box, tuple(tuple(int(v) for v in g) for g in glyphs)))
+    return words
 
 
 def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:

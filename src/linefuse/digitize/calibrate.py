@@ -120,12 +120,30 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
     return found
 
 
+def _pointed(texts: list[str], word: Word) -> list[str]:
+    """The readings with the decimal point that Tesseract dropped put back: where the word has
+    a point glyph and a reading has one digit per other glyph and no point."""
+    point = word.point
+    if point is None:
+        return []
+    digits = len(word.glyphs) - 1
+    found = []
+    for text in texts:
+        clean = normalise(text)
+        if "." not in clean and len(clean) == digits and clean.isdigit():
+            found.append(clean[:point] + "." + clean[point:])
+    return found
+
+
 def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
     """A word's distinct numbers read as ticks at its centre, or one NaN tick when none is."""
     x, y = word.centre
     position = x if axis == "x" else y
     values = {}
-    for text in texts:
+    readings = texts + _pointed(texts, word)
+    if word.point is not None:  # the word has a decimal point: a reading without one is wrong
+        readings = [text for text in readings if "." in text]
+    for text in readings:
         value = parse(text)
         if value is not None:
             values.setdefault(value, text)
