@@ -28,6 +28,8 @@ LINE_TINT = 45.0
 MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
 WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
 TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
+MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
+EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
 POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
 
@@ -230,13 +232,60 @@ def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], 
     return x_words, y_words
 
 
+def _evenly_spaced(centres: list[float]) -> bool:
+    """Whether three or more positions are evenly spaced, as ticks are."""
+    steps = np.diff(np.sort(centres))
+    return len(steps) >= 2 and steps.min() > 0 and np.ptp(steps) <= EVEN * steps.mean()
+
+
+def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
+    """With no line framing the plot: the x labels are the lowest line of three or more evenly
+    spaced words, the y labels the largest right-aligned column of evenly spaced words left of
+    the x labels' middle; either empty when there is none."""
+    glyphs = [g for g in _glyphs(text) if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
+    if not glyphs:
+        return [], []
+    size = float(np.median([g[3] - g[1] for g in glyphs]))
+    lines = [_words(line, WORD_GAP * size) for line in _lines_of(glyphs)]
+    rows = [words for words in lines if _evenly_spaced([w.centre[0] for w in words])]
+    x_words = max(rows, key=lambda words: words[0].box[1], default=[])
+    middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2
+    columns: dict[int, list[Word]] = {}
+    for words in lines:
+        for word in words:
+            if word.centre[0] < middle and word not in x_words:
+                columns.setdefault(round(word.box[2] / 2), []).append(word)
+    stacks = [c for c in columns.values() if _evenly_spaced([w.centre[1] for w in c])]
+    y_words = max(stacks, key=len, default=[])
+    return x_words, y_words
+
+
+def _box_from_labels(x_words: list[Word], y_words: list[Word], shape) -> tuple[float, ...]:
+    """The plot box the tick labels imply: right of the y labels, above the x labels, up to the
+    top y label and the last x label's reach."""
+    size = float(np.median([w.box[3] - w.box[1] for w in x_words + y_words]))
+    left = max(w.box[2] for w in y_words) + size
+    bottom = min(w.box[1] for w in x_words) - size / 2
+    top = max(min(w.box[1] for w in y_words) - 2 * size, 0.0)
+    right = min(max(w.box[2] for w in x_words) + size, float(shape[1]))
+    return (float(left), float(top), float(right), float(bottom))
+
+
 def find_frame(image: np.ndarray) -> Frame | None:
-    """The plot box and the tick-label words around it; None when no axis line or panel edge is
-    drawn (nothing frames a plot area)."""
+    """The plot box and the tick-label words around it; None when neither a line (axis, grid,
+    panel edge) nor a row and a column of tick labels frame a plot area."""
     bg = background(image)
     far = distance(image, bg)
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
-    if box is None:
-        return None
-    x_words, y_words = _label_words(far > TEXT_INK, box)
-    return Frame(bg, box, rows, cols, x_words, y_words)
+    if box is not None:
+        x_words, y_words = _label_words(far > TEXT_INK, box)
+        if x_words and y_words:
+            return Frame(bg, box, rows, cols, x_words, y_words)
+    x_words, y_words = _labels_alone(far > TEXT_INK)
+    if not x_words or not y_words:
+        if box is None:
+            return None
+        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box))
+    box = _box_from_labels(x_words, y_words, image.shape)
+    none = np.zeros(0, dtype=int)
+    return Frame(bg, box, none, none, x_words, y_words)
