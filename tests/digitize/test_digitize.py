@@ -147,3 +147,33 @@ def test_digitize_files_writes_three_files_and_names_the_unreadable(tmp_path, ca
     assert len(axes["x"]["ticks_used"]) >= 3 and 0 < axes["confidence"] <= 1
     overlay = Image.open(out / "chart.overlay.png")
     assert overlay.width > Image.open(CHARTS[0]).width
+
+
+@needs_tesseract
+def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
+    x = np.linspace(400, 700, 300)
+    y = 0.2 + np.exp(-(((x - 520) / 15) ** 2))
+
+    def draw(ax):
+        ax.plot(x, y, color="tab:red")
+        ax.set_xlim(400, 700)
+        ax.set_ylim(0, 1.4)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+
+    result = digitize(_figure(draw))
+    assert not len(result.x_axis.rejected) and len(result.x_axis.used) >= 3
+    (series,) = result.series
+    inside = (series.x > 420) & (series.x < 680)
+    truth = 0.2 + np.exp(-(((series.x[inside] - 520) / 15) ** 2))
+    assert np.median(np.abs(series.y[inside] - truth)) < 0.02  # of a 1.4 range
+
+
+def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch):
+    import linefuse.digitize as digitize_module
+
+    monkeypatch.setattr(digitize_module, "missing", lambda: "tesseract is not on PATH: install")
+    white = np.full((150, 200, 3), 255, np.uint8)
+    chart, blank = digitize_many([_pixels(CHARTS[0]), white])
+    assert isinstance(chart, Unreadable) and "tesseract is not on PATH" in str(chart)
+    assert isinstance(blank, Unreadable) and "no axis" in str(blank)

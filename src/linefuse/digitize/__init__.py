@@ -16,6 +16,7 @@ import numpy as np
 from linefuse.digitize.axes import Frame, find_frame
 from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
 from linefuse.digitize.series import Trace, trace_series
+from linefuse.evaluate.ocr import missing
 
 MIN_SIDE_PX = 32  # smaller images hold no legible chart
 # what an odd image (no chart drawer's) may raise deep in the reading: reported as unreadable
@@ -109,7 +110,14 @@ def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
         except ODD_INPUT as error:  # an image no chart drawer makes: a reason, not a traceback
             located.append(Unreadable(f"no chart found: {type(error).__name__}: {error}"))
     framed = [item for item in located if not isinstance(item, Unreadable)]
-    ticks = iter(read_ticks(framed))
+    why_not = missing() if framed else None
+    if why_not is None:
+        try:
+            ticks = iter(read_ticks(framed))
+        except (OSError, RuntimeError) as error:  # Tesseract failed: no label read
+            why_not = "Tesseract failed: " + " ".join(str(error).split())[:200]
+    if why_not is not None:
+        return [i if isinstance(i, Unreadable) else Unreadable(why_not) for i in located]
     results: list[Digitized | Unreadable] = []
     for item in located:
         if isinstance(item, Unreadable):

@@ -29,6 +29,7 @@ MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis ar
 WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
 TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
 MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
+MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
 EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
 POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
@@ -243,7 +244,7 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     spaced words, the y labels the largest right-aligned column of evenly spaced words left of
     the x labels' middle; either empty when there is none."""
     glyphs = [g for g in _glyphs(text) if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
-    if not glyphs:
+    if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
         return [], []
     size = float(np.median([g[3] - g[1] for g in glyphs]))
     lines = [_words(line, WORD_GAP * size) for line in _lines_of(glyphs)]
