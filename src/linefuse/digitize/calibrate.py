@@ -25,6 +25,7 @@ from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
+LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
 # each word is read darkened by each (evaluate/ocr's gammas suit 9 px labels; the digitizer's
 # words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
@@ -256,7 +257,8 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
 
 
 def _better(fits: dict) -> str | None:
-    """The scale whose fit keeps more ticks, or as many with a clearly smaller residual."""
+    """The scale whose fit keeps more ticks, or as many (LOG_TICKS or more) with a clearly
+    smaller residual; linear when in doubt."""
     linear, log = fits.get("linear"), fits.get("log")
     if log is None:
         return None if linear is None else "linear"
@@ -265,7 +267,9 @@ def _better(fits: dict) -> str | None:
     kept_linear, kept_log = linear[3].sum(), log[3].sum()
     if kept_log != kept_linear:
         return "log" if kept_log > kept_linear else "linear"
-    return "log" if log[2] < LOG_GAIN * linear[2] else "linear"
+    # as many kept: a few ticks fit either closely, so log must fit many much better
+    many = kept_log >= LOG_TICKS
+    return "log" if many and log[2] < LOG_GAIN * linear[2] else "linear"
 
 
 def _confidence(used: int, read: int, residual: float) -> float:

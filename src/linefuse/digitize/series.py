@@ -21,6 +21,7 @@ from linefuse.digitize.axes import INK, Frame, distance
 from linefuse.evaluate.curves import ChartTruth, _background, _follow_line, _series_ink
 
 SPINE_INSET_PX = 2  # box rows and columns this close to its edge hold the spines
+FAR_LABELS = 1.5  # label heights: tick labels farther out than this have no spine beside them
 CORE = 50.0  # RGB distance from the plot background beyond which a pixel is a series' core
 BIN = 24  # colour quantum of the first clustering pass
 SAME_COLOUR = 60.0  # clusters nearer than this are one colour
@@ -47,8 +48,20 @@ class Trace:
 
 
 def inner_box(frame: Frame, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """The box's pixels clear of its spines: (first row, end row, first col, end col)."""
+    """The pixels where series may be: the box clear of its spines, (first row, end row, first
+    col, end col). Where the tick labels lie far outside the box (a frame found from grid lines
+    that stop at the outer ticks, no spine beside the labels), out to the labels."""
     left, top, right, bottom = frame.box
+    words = frame.x_words + frame.y_words
+    size = float(np.median([w.box[3] - w.box[1] for w in words])) if words else 0.0
+    if frame.y_words:
+        labels = max(w.box[2] for w in frame.y_words)
+        left = labels + size if left - labels > FAR_LABELS * size else left
+    if frame.x_words:
+        labels = min(w.box[1] for w in frame.x_words)
+        bottom = labels - size / 2 if labels - bottom > FAR_LABELS * size else bottom
+        reach = max(w.box[2] for w in frame.x_words)
+        right = max(right, reach) if reach - right > FAR_LABELS * size else right
     first_row = max(math.ceil(top) + SPINE_INSET_PX, 0)
     end_row = min(math.floor(bottom) - SPINE_INSET_PX, shape[0])
     first_col = max(math.ceil(left) + SPINE_INSET_PX, 0)
