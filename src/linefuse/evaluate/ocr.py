@@ -66,9 +66,11 @@ def edit_distance(read: str, truth: str) -> int:
     return previous[-1]
 
 
-def _lines(gray: Image.Image, box: tuple[float, ...]) -> list[Image.Image]:
+def _lines(
+    gray: Image.Image, box: tuple[float, ...], gammas: tuple[float, ...] = GAMMAS
+) -> list[Image.Image]:
     """One label cut out with MARGIN_PX around it, stretched to black on white, enlarged to
-    LINE_PX and darkened by each of GAMMAS."""
+    LINE_PX and darkened by each of `gammas`."""
     left, top, right, bottom = box
     area = (
         max(int(np.floor(left)) - MARGIN_PX, 0),
@@ -80,7 +82,7 @@ def _lines(gray: Image.Image, box: tuple[float, ...]) -> list[Image.Image]:
     scale = LINE_PX / max(crop.height, 1)
     size = (max(round(crop.width * scale), 1), LINE_PX)
     crop = ImageOps.autocontrast(crop.resize(size, Image.Resampling.LANCZOS))
-    return [crop.point([round(255 * (v / 255) ** gamma) for v in range(256)]) for gamma in GAMMAS]
+    return [crop.point([round(255 * (v / 255) ** gamma) for v in range(256)]) for gamma in gammas]
 
 
 @contextmanager

@@ -1,0 +1,292 @@
+"""The plot area and the tick-label words around it, from the pixels alone.
+
+A chart's plot area is framed by long straight lines: spines, grid lines, or the edges of a
+panel drawn in its own colour. A row (column) whose ink runs, but for short gaps (dashed grid
+lines, a grid line of the background's colour across a panel), over a large share of the
+image's width (height) is one of them; the plot box spans them all. Tick labels are the words
+just below the box (x) and just left of it, right-aligned (y).
+
+Coordinates are continuous image pixels: pixel (r, c) covers [c, c + 1) x [r, r + 1), so its
+centre is (c + 0.5, r + 0.5), as in the sidecars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+INK = 14.0  # RGB distance from the background beyond which a pixel is drawn (a light panel too)
+TEXT_INK = 60.0  # ... beyond which it is part of a glyph
+LINE_SHARE = 0.35  # of the image's width (height): the shortest run that is an axis or grid line
+LINE_SPAN = 0.8  # of the longest line: grid lines and spines span the plot, a curve's flat part not
+LINE_GAP = 3  # px: gaps a line's run may have (dashes, crossing grid lines of background colour)
+LINE_FILL = 0.85  # share of a line's run that is ink: text and curves, bridged, fill less
+LINE_HUE = 0.7  # share of a line's ink within LINE_TINT of its median colour: one colour
+LINE_TINT = 45.0
+MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
+WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
+TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
+MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
+MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
+EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
+POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
+LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
+
+
+@dataclass(frozen=True)
+class Word:
+    """A group of glyphs on one line: its box (left, top, right, bottom), continuous pixels,
+    and its glyphs' boxes (left, top, right, bottom; integer pixels, ends exclusive), left to
+    right."""
+
+    box: tuple[float, float, float, float]
+    glyphs: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def point(self) -> int | None:
+        """How many glyphs precede its decimal point (a glyph far smaller than the digits, at
+        their foot, between two of them), or None when it has none."""
+        height = self.box[3] - self.box[1]
+        for index, (left, top, right, bottom) in enumerate(self.glyphs):
+            small = bottom - top <= POINT_SHARE * height and right - left <= POINT_SHARE * height
+            if small and bottom >= self.box[3] - 1 and 0 < index < len(self.glyphs) - 1:
+                return index
+        return None
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        left, top, right, bottom = self.box
+        return (left + right) / 2, (top + bottom) / 2
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What axes.find_frame reads: the figure's background (RGB), the plot box (left, top, right,
+    bottom), the rows and columns of straight lines inside it (spines, grid), and the words that
+    may be tick labels below (x) and left of (y) the box."""
+
+    background: np.ndarray
+    box: tuple[float, float, float, float]
+    line_rows: np.ndarray
+    line_cols: np.ndarray
+    x_words: list[Word]
+    y_words: list[Word]
+
+
+def background(image: np.ndarray) -> np.ndarray:
+    """The figure's background: the most common colour of the image's border pixels."""
+    border = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]], axis=0).astype(
+        np.int64
+    )
+    keys = (border[:, 0] << 16) | (border[:, 1] << 8) | border[:, 2]
+    values, counts = np.unique(keys, return_counts=True)
+    key = values[counts.argmax()]
+    return np.array([(key >> 16) & 255, (key >> 8) & 255, key & 255], dtype=np.float32)
+
+
+def distance(image: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """(H, W) RGB distance of each pixel from `colour`."""
+    return np.sqrt(((image[..., :3].astype(np.float32) - colour) ** 2).sum(axis=-1))
+
+
+def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink,
+    gaps of at most LINE_GAP bridged; the length is 0 unless the run is a straight line, mostly
+    ink (LINE_FILL) of one colour (LINE_HUE), as a spine, a grid line or a panel is and a line of
+    text or a curve is not."""
+    bridged = ndimage.binary_closing(ink, structure=np.ones((1, 2 * LINE_GAP + 1))) | ink
+    lengths, starts, ends = (np.zeros(len(ink), dtype=int) for _ in range(3))
+    for row, line in enumerate(bridged):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], line.astype(np.int8), [0]])))
+        if not len(edges):
+            continue
+        run_starts, run_ends = edges[::2], edges[1::2]
+        best = (run_ends - run_starts).argmax()
+        start, end = run_starts[best], run_ends[best]
+        inked = ink[row, start:end]
+        colours = image[row, start:end][inked].astype(np.float32)
+        if inked.mean() < LINE_FILL or len(colours) == 0:
+            continue
+        near = distance(colours, np.median(colours, axis=0)) <= LINE_TINT
+        if near.mean() >= LINE_HUE:
+            starts[row], ends[row], lengths[row] = start, end, end - start
+    return lengths, starts, ends
+
+
+def _box_from_lines(
+    image: np.ndarray, ink: np.ndarray
+) -> tuple[tuple[float, float, float, float] | None, ...]:
+    """The box spanned by the long horizontal and vertical lines, and their rows and columns;
+    None for the box when there are none either way."""
+    height, width = ink.shape
+    h_len, h_start, h_end = _line_runs(image, ink)
+    v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T)
+    rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_len.max()))
+    cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_len.max()))
+    # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
+    if _groups(cols) >= 2:
+        left, right = cols.min(), cols.max() + 1
+    elif len(rows):  # no pair of vertical lines: the horizontal lines' usual extent
+        left, right = np.median(h_start[rows]), np.median(h_end[rows])
+        left = min([left, *cols])
+    else:
+        return None, rows, cols
+    if _groups(rows) >= 2:
+        top, bottom = rows.min(), rows.max() + 1
+    elif len(cols):
+        top, bottom = np.median(v_start[cols]), np.median(v_end[cols])
+        bottom = max([bottom, *(rows + 1)])
+    else:
+        return None, rows, cols
+    box = (float(left), float(top), float(right), float(bottom))
+    return box, rows, cols
+
+
+def _groups(indices: np.ndarray) -> int:
+    """How many runs of consecutive numbers the ascending `indices` hold."""
+    return int(len(indices) > 0) + int((np.diff(indices) > 1).sum())
+
+
+def _glyphs(text: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Boxes (left, top, right, bottom; exclusive ends) of the connected blobs of `text`."""
+    labelled, _ = ndimage.label(text, structure=np.ones((3, 3)))
+    found = []
+    for rows, cols in ndimage.find_objects(labelled):
+        found.append((cols.start, rows.start, cols.stop, rows.stop))
+    return found
+
+
+def _lines_of(glyphs: list[tuple[int, int, int, int]]) -> list[list[tuple[int, int, int, int]]]:
+    """Glyphs grouped into lines of text, each ordered left to right: a glyph joins the first
+    line (seeded by the tallest glyphs) whose seed's rows hold its centre."""
+    lines: list[tuple[tuple[int, int], list[tuple[int, int, int, int]]]] = []
+    for glyph in sorted(glyphs, key=lambda g: g[3] - g[1], reverse=True):
+        centre = (glyph[1] + glyph[3]) / 2
+        for (top, bottom), line in lines:
+            if top <= centre <= bottom:
+                line.append(glyph)
+                break
+        else:
+            lines.append(((glyph[1], glyph[3]), [glyph]))
+    return [sorted(line) for _, line in lines]
+
+
+def _words(line: list[tuple[int, int, int, int]], gap: float) -> list[Word]:
+    """A line's glyphs split into words where they are more than `gap` px apart."""
+    groups = [[line[0]]]
+    for glyph in line[1:]:
+        if glyph[0] - max(g[2] for g in groups[-1]) <= gap:
+            groups[-1].append(glyph)
+        else:
+            groups.append([glyph])
+    words = []
+    for glyphs in groups:
+        box = (
+            float(min(g[0] for g in glyphs)),
+            float(min(g[1] for g in glyphs)),
+            float(max(g[2] for g in glyphs)),
+            float(max(g[3] for g in glyphs)),
+        )
+        words.append(Word(box, tuple(tuple(int(v) for v in g) for g in glyphs)))
+    return words
+
+
+def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
+    """The rightmost word of a line: its glyphs up to the first gap wider than `gap`."""
+    return _words(line, gap)[-1]
+
+
+def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], list[Word]]:
+    """Words below the box (x tick labels: the first line of text under it) and left of it
+    (y tick labels: right-aligned, the column of words nearest the box)."""
+    left, top, right, bottom = (int(round(v)) for v in box)
+    glyphs = [g for g in _glyphs(text) if g[3] - g[1] >= 2 or g[2] - g[0] >= 2]
+    # the text's size is the size of what lies around the box, not of the curves' dots in it
+    glyphs = [g for g in glyphs if g[2] <= left or g[0] >= right or g[3] <= top or g[1] >= bottom]
+    tall = [g[3] - g[1] for g in glyphs if g[3] - g[1] >= MIN_GLYPH_PX]
+    size = float(np.median(tall)) if tall else 8.0
+    reach = LABEL_REACH * size
+    # tick marks start at the box's edge; a label keeps a pad from it
+    below = [g for g in glyphs if g[1] >= bottom + TICK_PAD and g[0] >= left - reach]
+    x_words: list[Word] = []
+    lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
+    if lines and min(g[1] for g in lines[0]) <= bottom + reach:
+        # the first line under the box; its labels are farther apart than their digits
+        x_words = _words(lines[0], WORD_GAP * size)
+    # y labels: one a line, right-aligned near the box; the axis title beside them is farther
+    # than a word's gap, and a flat glyph at a line's end is a tick mark
+    beside = [g for g in glyphs if g[2] <= left - TICK_PAD]
+    beside = [g for g in beside if g[1] >= top - reach / 2 and g[3] <= bottom + reach / 2]
+    beside = [g for g in beside if g[3] - g[1] <= 1.5 * size]  # no rotated axis title's word
+    y_words = []
+    for line in _lines_of(beside):
+        if len(line) > 1 and line[-1][3] - line[-1][1] <= 2:
+            line = line[:-1]
+        word = _right_word(line, WORD_GAP * 1.5 * size)
+        if word.box[2] >= left - reach and word.box[3] - word.box[1] >= MIN_GLYPH_PX:
+            y_words.append(word)
+    if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
+        edge = max(w.box[2] for w in y_words)
+        y_words = [w for w in y_words if w.box[2] >= edge - size / 2]
+    return x_words, y_words
+
+
+def _evenly_spaced(centres: list[float]) -> bool:
+    """Whether three or more positions are evenly spaced, as ticks are."""
+    steps = np.diff(np.sort(centres))
+    return len(steps) >= 2 and steps.min() > 0 and np.ptp(steps) <= EVEN * steps.mean()
+
+
+def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
+    """With no line framing the plot: the x labels are the lowest line of three or more evenly
+    spaced words, the y labels the largest right-aligned column of evenly spaced words left of
+    the x labels' middle; either empty when there is none."""
+    glyphs = [g for g in _glyphs(text) if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
+    if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
+        return [], []
+    size = float(np.median([g[3] - g[1] for g in glyphs]))
+    lines = [_words(line, WORD_GAP * size) for line in _lines_of(glyphs)]
+    rows = [words for words in lines if _evenly_spaced([w.centre[0] for w in words])]
+    x_words = max(rows, key=lambda words: words[0].box[1], default=[])
+    middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2
+    columns: dict[int, list[Word]] = {}
+    for words in lines:
+        for word in words:
+            if word.centre[0] < middle and word not in x_words:
+                columns.setdefault(round(word.box[2] / 2), []).append(word)
+    stacks = [c for c in columns.values() if _evenly_spaced([w.centre[1] for w in c])]
+    y_words = max(stacks, key=len, default=[])
+    return x_words, y_words
+
+
+def _box_from_labels(x_words: list[Word], y_words: list[Word], shape) -> tuple[float, ...]:
+    """The plot box the tick labels imply: right of the y labels, above the x labels, up to the
+    top y label and the last x label's reach."""
+    size = float(np.median([w.box[3] - w.box[1] for w in x_words + y_words]))
+    left = max(w.box[2] for w in y_words) + size
+    bottom = min(w.box[1] for w in x_words) - size / 2
+    top = max(min(w.box[1] for w in y_words) - 2 * size, 0.0)
+    right = min(max(w.box[2] for w in x_words) + size, float(shape[1]))
+    return (float(left), float(top), float(right), float(bottom))
+
+
+def find_frame(image: np.ndarray) -> Frame | None:
+    """The plot box and the tick-label words around it; None when neither a line (axis, grid,
+    panel edge) nor a row and a column of tick labels frame a plot area."""
+    bg = background(image)
+    far = distance(image, bg)
+    box, rows, cols = _box_from_lines(image[..., :3], far > INK)
+    if box is not None:
+        x_words, y_words = _label_words(far > TEXT_INK, box)
+        if x_words and y_words:
+            return Frame(bg, box, rows, cols, x_words, y_words)
+    x_words, y_words = _labels_alone(far > TEXT_INK)
+    if not x_words or not y_words:
+        if box is None:
+            return None
+        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box))
+    box = _box_from_labels(x_words, y_words, image.shape)
+    none = np.zeros(0, dtype=int)
+    return Frame(bg, box, none, none, x_words, y_words)

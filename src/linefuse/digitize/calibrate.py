@@ -1,0 +1,279 @@
+"""Each axis's pixel-to-data mapping, from its tick labels read by Tesseract.
+
+A tick label is centred on its tick (x) or level with it (y), so its word's centre is the tick's
+pixel position and its text the tick's value. The words of many charts are read in one
+Tesseract call (evaluate/ocr.py's page of enlarged lines: starting Tesseract costs more than
+reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value) (logarithmic)
+through every pair of ticks keeps the pair that most ticks agree with; ticks farther than
+OUTLIER_PX from it are misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest
+are fitted by least squares. The scale whose fit leaves the smaller residual wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from linefuse.data.labels import normalise
+from linefuse.digitize.axes import Frame, Word, distance
+from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
+
+OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
+OUTLIER_SHARE = 0.02
+MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
+LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
+LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
+# each word is read darkened by each (evaluate/ocr's gammas suit 9 px labels; the digitizer's
+# words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
+GAMMAS = (1.5, 3.0)
+TEXT_CONTRAST = 200.0  # RGB distance from the background drawn black on the page
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick label: its pixel position along the axis, the value read, and its word's box."""
+
+    position: float
+    value: float
+    text: str
+    box: tuple[float, float, float, float]
+    word: int = 0  # which word of its axis: readings of one word are candidates for one tick
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis's mapping: value = inverse of pixel = offset + slope * f(value), f the identity
+    (linear) or log10 (log). used are the ticks it was fitted to, rejected the ones it rejected
+    (misread, or text that is no number); residual is their RMS distance off the fit in px."""
+
+    name: str
+    scale: str
+    offset: float
+    slope: float
+    used: list[Tick] = field(default_factory=list)
+    rejected: list[Tick] = field(default_factory=list)
+    residual: float = 0.0
+    confidence: float = 0.0
+
+    def value(self, pixel: np.ndarray | float) -> np.ndarray:
+        """Data values at pixel positions along the axis (continuous pixels)."""
+        mapped = (np.asarray(pixel, dtype=float) - self.offset) / self.slope
+        return 10.0**mapped if self.scale == "log" else mapped
+
+    def pixel(self, value: np.ndarray | float) -> np.ndarray:
+        """Pixel positions of data values."""
+        value = np.asarray(value, dtype=float)
+        mapped = np.log10(value) if self.scale == "log" else value
+        return self.offset + self.slope * mapped
+
+
+def parse(text: str) -> float | None:
+    """A tick label's number, or None when what was read is none."""
+    clean = normalise(text)
+    if clean.endswith("-"):  # a tick mark beside a y label, read as a trailing minus
+        clean = clean.rstrip("-")
+    try:
+        value = float(clean)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
+    """The chart as dark text on white, whatever its colours (light text on a dark theme), for
+    Tesseract."""
+    far = distance(image, frame.background)
+    dark = np.clip(255.0 - far * 255.0 / TEXT_CONTRAST, 0, 255).astype(np.uint8)
+    return np.repeat(dark[..., None], 3, axis=2)
+
+
+def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], list[Tick]]]:
+    """The x and y ticks of each (image, frame), all read in as few Tesseract calls as a page
+    allows. Each word is read once per darkening (GAMMAS) and each distinct number
+    read is a candidate tick: the fit keeps at most one per word, the one that agrees. A word
+    with no number read is a tick with a NaN value (reported as rejected)."""
+    lines = []
+    for image, frame in items:
+        gray = Image.fromarray(ink_page(image, frame)).convert("L")
+        lines += [
+            line
+            for word in frame.x_words + frame.y_words
+            for line in _lines(gray, word.box, GAMMAS)
+        ]
+    read = []
+    for first in range(0, len(lines), MAX_LINES):
+        read += [text for text, _ in _read_page(lines[first : first + MAX_LINES])]
+    variants, first, found = len(GAMMAS), 0, []
+    for _, frame in items:
+        axes = []
+        for axis, words in (("x", frame.x_words), ("y", frame.y_words)):
+            ticks = []
+            for index, word in enumerate(words):
+                texts = read[first : first + variants]
+                first += variants
+                ticks += _candidates(axis, index, word, texts)
+            axes.append(ticks)
+        found.append((axes[0], axes[1]))
+    return found
+
+
+def _pointed(texts: list[str], word: Word) -> list[str]:
+    """The readings with the decimal point that Tesseract dropped put back: where the word has
+    a point glyph and a reading has one digit per other glyph and no point."""
+    point = word.point
+    if point is None:
+        return []
+    digits = len(word.glyphs) - 1
+    found = []
+    for text in texts:
+        clean = normalise(text)
+        if "." not in clean and len(clean) == digits and clean.isdigit():
+            found.append(clean[:point] + "." + clean[point:])
+    return found
+
+
+def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
+    """A word's distinct numbers read as ticks at its centre, or one NaN tick when none is."""
+    x, y = word.centre
+    position = x if axis == "x" else y
+    values = {}
+    readings = texts + _pointed(texts, word)
+    if word.point is not None:  # the word has a decimal point: a reading without one is wrong
+        readings = [text for text in readings if "." in text]
+    for text in readings:
+        value = parse(text)
+        if value is not None:
+            values.setdefault(value, text)
+    if not values:
+        return [Tick(position, math.nan, "/".join(texts), word.box, index)]
+    return [Tick(position, value, text, word.box, index) for value, text in values.items()]
+
+
+def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
+    """Least squares pixel = offset + slope * value: (offset, slope, RMS residual in px)."""
+    slope, offset = np.polyfit(values, points, 1)
+    residual = float(np.sqrt(np.mean((offset + slope * values - points) ** 2)))
+    return float(offset), float(slope), residual
+
+
+def _digits(values: np.ndarray) -> int:
+    """Significant digits of the values, summed: how far from round numbers they are."""
+    return sum(len(f"{v:.6g}".lstrip("-0.").replace(".", "").rstrip("0")) for v in values)
+
+
+def _robust_fit(
+    points: np.ndarray, values: np.ndarray, words: np.ndarray, tolerance: float, direction: float
+):
+    """The fit through the pair of ticks most words agree with, refitted to those within
+    tolerance (of each word, its candidate nearest the fit): (offset, slope, residual, inliers),
+    or None when fewer than MIN_TICKS words agree on any pair."""
+    best = None
+    for i, j in itertools.combinations(range(len(points)), 2):
+        if values[i] == values[j] or words[i] == words[j]:
+            continue
+        slope = (points[j] - points[i]) / (values[j] - values[i])
+        if slope * direction <= 0:  # x grows rightwards, y upwards (pixel rows downwards)
+            continue
+        off = np.abs(points[i] + slope * (values - values[i]) - points)
+        inliers = _one_per_word(off, words, tolerance)
+        # among pairs as well agreed with, the roundest tick values: a misread label is
+        # rarely rounder than the ones drawn
+        nice = _nice_step(slope, points)
+        key = (inliers.sum(), nice, -_digits(values[inliers]), -off[inliers].sum())
+        if best is None or key > best[0]:
+            best = (key, inliers)
+    if best is None or best[1].sum() < MIN_TICKS:
+        return None
+    inliers = best[1]
+    offset, slope, residual = _line_fit(points[inliers], values[inliers])
+    return offset, slope, residual, inliers
+
+
+def _nice_step(slope: float, points: np.ndarray) -> bool:
+    """Whether the value step between neighbouring ticks (their usual pixel spacing over the
+    fit's slope) is a round one, 1, 2, 2.5 or 5 times a power of ten, as axes choose; a pair of
+    misread labels rarely implies one."""
+    spacing = np.diff(np.unique(np.round(points, 1)))
+    if len(spacing) == 0:
+        return False
+    step = abs(float(np.median(spacing)) / slope)
+    mantissa = step / 10.0 ** math.floor(math.log10(step))
+    return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
+
+
+def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.ndarray:
+    """Ticks within tolerance of a fit, at most one per word: the nearest."""
+    inliers = np.zeros(len(off), dtype=bool)
+    for word in np.unique(words):
+        mine = np.flatnonzero(words == word)
+        nearest = mine[off[mine].argmin()]
+        inliers[nearest] = off[nearest] <= tolerance
+    return inliers
+
+
+def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
+    """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
+    than MIN_TICKS agree."""
+    good = [t for t in ticks if math.isfinite(t.value)]
+    if len({t.word for t in good}) < MIN_TICKS:
+        return None
+    points = np.array([t.position for t in good])
+    values = np.array([t.value for t in good])
+    words = np.array([t.word for t in good])
+    tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
+    direction = 1.0 if name == "x" else -1.0
+    fits = {"linear": _robust_fit(points, values, words, tolerance, direction)}
+    positive = values > 0
+    if (
+        len(np.unique(words[positive])) >= 3
+    ):  # two ticks fit any scale: a log axis needs a third to tell
+        logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
+        fit = _robust_fit(points[positive], logs[positive], words[positive], tolerance, direction)
+        if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
+            inliers = np.zeros(len(good), dtype=bool)
+            inliers[np.flatnonzero(positive)[fit[3]]] = True
+            fits["log"] = (*fit[:3], inliers)
+    scale = _better(fits)
+    if scale is None:
+        return None
+    offset, slope, residual, inliers = fits[scale]
+    used = [t for t, keep in zip(good, inliers, strict=True) if keep]
+    taken = {t.word for t in used}
+    rejected = [t for t in ticks if t.word not in taken]
+    return Axis(
+        name=name,
+        scale=scale,
+        offset=offset,
+        slope=slope,
+        used=used,
+        rejected=rejected,
+        residual=residual,
+        confidence=_confidence(len(used), len({t.word for t in ticks}), residual),
+    )
+
+
+def _better(fits: dict) -> str | None:
+    """The scale whose fit keeps more ticks, or as many (LOG_TICKS or more) with a clearly
+    smaller residual; linear when in doubt."""
+    linear, log = fits.get("linear"), fits.get("log")
+    if log is None:
+        return None if linear is None else "linear"
+    if linear is None:
+        return "log"
+    kept_linear, kept_log = linear[3].sum(), log[3].sum()
+    if kept_log != kept_linear:
+        return "log" if kept_log > kept_linear else "linear"
+    # as many kept: a few ticks fit either closely, so log must fit many much better
+    many = kept_log >= LOG_TICKS
+    return "log" if many and log[2] < LOG_GAIN * linear[2] else "linear"
+
+
+def _confidence(used: int, read: int, residual: float) -> float:
+    """0..1: the share of the words read that the fit kept, times how far beyond two ticks (which
+    any line fits) the fit is confirmed, times how tightly (a residual of 1 px halves it)."""
+    confirmed = min(1.0, (used - 1) / 2)
+    return float(used / max(read, 1) * confirmed / (1.0 + residual))

@@ -1,0 +1,87 @@
+"""A digitized chart scored against the sidecar and CSV it was generated with.
+
+An axis is calibrated when, at each tick its fit used, the fitted value is within CALIBRATED of
+the axis's range of the value the sidecar's mapping (plot box and limits) gives there. A series'
+curve error is the median, over the CSV's points in view, of
+|y read - y true| in % of the y range; each true series takes the read series that fits it
+best, and the chart's curve error is the mean over its true series (one never read counts as
+MISSED).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from linefuse.digitize import Digitized
+from linefuse.digitize.calibrate import Axis
+
+CALIBRATED = 0.01  # of the axis's range
+MISSED = 100.0  # % of the y range: the curve error of a true series no read series matches
+
+
+def read_sidecar(png_path: Path | str) -> tuple[dict, np.ndarray, dict[str, np.ndarray]]:
+    """The sidecar beside a chart image, the CSV's wavelengths and its series by column."""
+    png_path = Path(png_path)
+    sidecar = json.loads(png_path.with_suffix(".json").read_text())
+    with png_path.with_suffix(".csv").open(newline="") as table:
+        rows = list(csv.DictReader(table))
+    x = np.array([float(row["wavelength"]) for row in rows])
+    order = np.argsort(x)
+    columns = {
+        s["column"]: np.array([float(row[s["column"]]) for row in rows])[order]
+        for s in sidecar["series"]
+        if s.get("column") in rows[0]
+    }
+    return sidecar, x[order], columns
+
+
+def _true_value(sidecar: dict, name: str, pixel: np.ndarray) -> np.ndarray:
+    """The sidecar's data value at pixel positions along axis `name` (linear axes)."""
+    left, top, right, bottom = (float(v) for v in sidecar["plot_box"])
+    low, high = (float(v) for v in sidecar["xlim" if name == "x" else "ylim"])
+    start, end = (left, right) if name == "x" else (bottom, top)
+    return low + (np.asarray(pixel) - start) / (end - start) * (high - low)
+
+
+def axis_error(axis: Axis, sidecar: dict) -> float:
+    """The largest error of the fit at its ticks, in shares of the axis's range."""
+    low, high = (float(v) for v in sidecar["xlim" if axis.name == "x" else "ylim"])
+    pixels = np.array([t.position for t in axis.used])
+    found = axis.value(pixels)
+    return float(np.max(np.abs(found - _true_value(sidecar, axis.name, pixels))) / abs(high - low))
+
+
+def curve_error(x: np.ndarray, y: np.ndarray, truth_x: np.ndarray, truth_y: np.ndarray, span):
+    """Median |y read - y true| over the true points in view, in % of span; beyond the read
+    series' ends its end values stand, so a series read in part is wrong on the rest."""
+    if len(x) < 2 or len(truth_x) == 0:
+        return MISSED
+    order = np.argsort(x)
+    read = np.interp(truth_x, x[order], y[order])
+    return float(100.0 * np.median(np.abs(read - truth_y)) / span)
+
+
+def score(digitized: Digitized, png_path: Path | str) -> dict:
+    """Calibration per axis and the curve errors of one chart against its sidecar and CSV."""
+    sidecar, truth_x, columns = read_sidecar(png_path)
+    x_error = axis_error(digitized.x_axis, sidecar)
+    y_error = axis_error(digitized.y_axis, sidecar)
+    low, high = (float(v) for v in sidecar["ylim"])
+    x_low, x_high = sorted(float(v) for v in sidecar["xlim"])
+    in_view = (truth_x >= x_low) & (truth_x <= x_high)
+    truth_x = truth_x[in_view]
+    errors = []
+    for truth_y in (column[in_view] for column in columns.values()):
+        found = [curve_error(s.x, s.y, truth_x, truth_y, abs(high - low)) for s in digitized.series]
+        errors.append(min(found, default=MISSED))
+    return {
+        "x_error": x_error,
+        "y_error": y_error,
+        "calibrated": bool(x_error <= CALIBRATED and y_error <= CALIBRATED),
+        "series_errors": errors,
+        "curve_error": float(np.mean(errors)) if errors else MISSED,
+    }

@@ -1,0 +1,179 @@
+"""linefuse.digitize: charts read from their pixels alone, scored against their sidecars."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+from PIL import Image
+
+from linefuse.digitize import Unreadable, digitize, digitize_many
+from linefuse.digitize.calibrate import Tick, fit_axis
+from linefuse.digitize.outputs import digitize_files
+from linefuse.digitize.score import score
+
+from conftest import needs_tesseract
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHARTS = sorted(FIXTURES.glob("chart_*.png"))  # sharp generated charts, two per library
+
+
+def _pixels(path: Path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def _figure(draw, size=(3.2, 2.4), dpi=100) -> np.ndarray:
+    """A matplotlib figure drawn by `draw(ax)`, as RGB pixels."""
+    figure, ax = plt.subplots(figsize=size, dpi=dpi)
+    draw(ax)
+    figure.tight_layout()
+    figure.canvas.draw()
+    pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+    plt.close(figure)
+    return pixels
+
+
+@needs_tesseract
+def test_generated_charts_are_calibrated_and_their_curves_read():
+    results = digitize_many([_pixels(path) for path in CHARTS])
+    libraries = set()
+    for path, result in zip(CHARTS, results, strict=True):
+        assert not isinstance(result, Unreadable), f"{path.name}: {result}"
+        scores = score(result, path)
+        assert scores["calibrated"], (path.name, scores)
+        assert scores["curve_error"] < 1.5, (path.name, scores)
+        libraries.add(json.loads(path.with_suffix(".json").read_text())["library"])
+        assert result.x_axis.scale == result.y_axis.scale == "linear"
+        assert 0.3 < result.confidence <= 1.0
+    assert libraries == {"matplotlib", "plotnine", "vegalite"}
+
+
+@needs_tesseract
+def test_a_log_axis_is_fitted_as_log():
+    x = np.linspace(400, 700, 200)
+    y = 10 ** (1 + 2 * np.exp(-(((x - 550) / 40) ** 2)))
+
+    def draw(ax):
+        ax.semilogy(x, y, color="tab:blue")
+        ax.set_ylim(10, 1000)
+        ax.set_yticks([10, 100, 1000], ["10", "100", "1000"])
+        ax.minorticks_off()
+
+    result = digitize(_figure(draw))
+    assert result.y_axis.scale == "log"
+    assert result.x_axis.scale == "linear"
+    for tick in result.y_axis.used:
+        assert result.y_axis.value(tick.position) == pytest.approx(tick.value, rel=0.02)
+    (series,) = result.series
+    # the peak, 10^3 at 550 nm, read within a few percent on the log axis
+    assert series.y.max() == pytest.approx(1000, rel=0.1)
+    assert series.x[series.y.argmax()] == pytest.approx(550, abs=5)
+
+
+def test_a_misread_label_is_rejected_by_the_residual():
+    positions = [20.0, 60.0, 100.0, 140.0, 180.0]
+    texts = ["400", "500", "800", "700", "800"]  # the third label, 600, read as 800
+    ticks = [
+        Tick(p, float(t), t, (p - 5, 0, p + 5, 8), word=i)
+        for i, (p, t) in enumerate(zip(positions, texts, strict=True))
+    ]
+    axis = fit_axis("x", ticks)
+    assert axis.scale == "linear"
+    assert [t.text for t in axis.rejected] == ["800"] and axis.rejected[0].position == 100.0
+    assert axis.value(100.0) == pytest.approx(600.0)
+    assert axis.residual == pytest.approx(0.0, abs=1e-9)
+    assert axis.confidence == pytest.approx(0.8)
+
+
+def test_two_agreeing_ticks_of_three_and_a_garbled_one():
+    ticks = [
+        Tick(10.0, 0.0, "0", (0, 0, 1, 1), 0),
+        Tick(50.0, 80.5, "80.5", (0, 0, 1, 1), 1),  # 0.5 with a stray glyph: not round
+        Tick(90.0, 1.0, "1", (0, 0, 1, 1), 2),
+    ]
+    axis = fit_axis("x", ticks)
+    assert [t.value for t in axis.used] == [0.0, 1.0]
+    assert axis.value(50.0) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "pixels", "reason"),
+    [
+        ("white", np.full((150, 200, 3), 255, np.uint8), "no axis"),
+        ("noise", np.random.default_rng(0).integers(0, 256, (150, 200, 3), np.uint8), "no axis"),
+        ("tiny", np.zeros((10, 10, 3), np.uint8), "too small"),
+    ],
+)
+def test_unreadable_inputs_say_why(name, pixels, reason):
+    with pytest.raises(Unreadable, match=reason):
+        digitize(pixels)
+
+
+@needs_tesseract
+def test_a_bar_chart_is_unreadable():
+    pixels = _figure(lambda ax: ax.bar([1, 2, 3, 4], [3, 5, 2, 4]))
+    with pytest.raises(Unreadable, match="bars"):
+        digitize(pixels)
+
+
+@needs_tesseract
+def test_digitize_files_writes_three_files_and_names_the_unreadable(tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    Image.open(CHARTS[0]).save(inputs / "chart.png")
+    Image.new("RGB", (200, 150), "white").save(inputs / "white.png")
+    (inputs / "broken.png").write_bytes(b"not an image")
+    summary = digitize_files([inputs], tmp_path / "out")
+    assert summary["charts"] == 3 and summary["digitized"] == 1
+    assert set(summary["unreadable"]) == {str(inputs / "white.png"), str(inputs / "broken.png")}
+    printed = capsys.readouterr()
+    assert "white.png: unreadable: no axis" in printed.out + printed.err
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "chart.csv",
+        "chart.json",
+        "chart.overlay.png",
+    ]
+    header, *rows = (out / "chart.csv").read_text().splitlines()
+    assert header == "series,x,y" and len(rows) > 100
+    axes = json.loads((out / "chart.json").read_text())
+    assert axes["x"]["scale"] == axes["y"]["scale"] == "linear"
+    assert len(axes["x"]["ticks_used"]) >= 3 and 0 < axes["confidence"] <= 1
+    overlay = Image.open(out / "chart.overlay.png")
+    assert overlay.width > Image.open(CHARTS[0]).width
+
+
+@needs_tesseract
+def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
+    x = np.linspace(400, 700, 300)
+    y = 0.2 + np.exp(-(((x - 520) / 15) ** 2))
+
+    def draw(ax):
+        ax.plot(x, y, color="tab:red")
+        ax.set_xlim(400, 700)
+        ax.set_ylim(0, 1.4)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+
+    result = digitize(_figure(draw))
+    assert not len(result.x_axis.rejected) and len(result.x_axis.used) >= 3
+    (series,) = result.series
+    inside = (series.x > 420) & (series.x < 680)
+    truth = 0.2 + np.exp(-(((series.x[inside] - 520) / 15) ** 2))
+    assert np.median(np.abs(series.y[inside] - truth)) < 0.02  # of a 1.4 range
+
+
+def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch):
+    import linefuse.digitize as digitize_module
+
+    monkeypatch.setattr(digitize_module, "missing", lambda: "tesseract is not on PATH: install")
+    white = np.full((150, 200, 3), 255, np.uint8)
+    chart, blank = digitize_many([_pixels(CHARTS[0]), white])
+    assert isinstance(chart, Unreadable) and "tesseract is not on PATH" in str(chart)
+    assert isinstance(blank, Unreadable) and "no axis" in str(blank)
