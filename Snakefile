@@ -211,6 +211,11 @@ rule evaluate:
         "src/linefuse/data/labels.py",
         "src/linefuse/data/layout.py",
         "src/linefuse/data/readers.py",
+        "src/linefuse/digitize/__init__.py",
+        "src/linefuse/digitize/axes.py",
+        "src/linefuse/digitize/calibrate.py",
+        "src/linefuse/digitize/score.py",
+        "src/linefuse/digitize/series.py",
         "src/linefuse/evaluate/baselines.py",
         "src/linefuse/evaluate/chart_metrics.py",
         "src/linefuse/evaluate/curves.py",
@@ -256,6 +261,7 @@ rule evaluate:
         "plots/psnr_vs_steps.csv",
         "plots/gain_by_cell.csv",
         "plots/ocr_cer_by_level.csv",
+        "plots/digitize_error_by_level.csv",
     params:
         tracked=tracked(
             "compute",

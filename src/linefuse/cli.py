@@ -17,6 +17,7 @@ import logging
 import pkgutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,32 @@ def run_restore(params: ServingSections, args: argparse.Namespace) -> None:
     logging.getLogger("linefuse").info("restore: %d restored, %d skipped", restored, len(skipped))
 
 
+def run_digitize(params: ServingSections, args: argparse.Namespace) -> None:
+    restore = None
+    if not args.no_restore:
+        from linefuse.hardware import logged_device
+
+        device = logged_device(params, "digitize", args.device)  # before the model libraries
+        from linefuse.inference.restorer import Restorer
+        from linefuse.serve.settings import restore_steps
+
+        adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
+        restorer = Restorer.from_params(params, adapter, device.value)
+        steps = args.steps or restore_steps(params)
+        restore = partial(restorer.restore_image, steps=steps, seed=args.seed)
+    from linefuse.digitize.outputs import digitize_files
+
+    with stage("digitize") as written:
+        summary = digitize_files(args.inputs, Path(args.out), restore)
+        written.append(Path(args.out))
+    logging.getLogger("linefuse").info(
+        "digitize: %d of %d charts digitized, %d unreadable",
+        summary["digitized"],
+        summary["charts"],
+        len(summary["unreadable"]),
+    )
+
+
 def run_serve(params: ServingSections, args: argparse.Namespace) -> None:
     from linefuse.hardware import logged_device
 
@@ -185,6 +212,7 @@ def build_parser(describe_stages: bool = False) -> argparse.ArgumentParser:
     _add_base_land(commands)
     _add_profile(commands)
     _add_restore(commands)
+    _add_digitize(commands)
     _add_serve(commands)
     return parser
 
@@ -320,6 +348,32 @@ def _add_restore(commands) -> None:
     restore.add_argument("--seed", type=int, default=0)
     restore.add_argument("--out", required=True, help="folder for the restored PNGs")
     restore.add_argument("--device", choices=DEVICES, help="overrides compute.device")
+
+
+def _add_digitize(commands) -> None:
+    """digitize: a chart's data back out of its pixels, restored first."""
+    digitize = _add_stage(
+        commands,
+        "digitize",
+        run_digitize,
+        "read line charts' series in data units from their pixels (CSV, axes JSON, overlay)",
+        sections=ServingSections,
+    )
+    digitize.add_argument("inputs", nargs="+", metavar="IMAGE", help="image files or folders")
+    digitize.add_argument(
+        "--out", required=True, help="folder for NAME.csv, NAME.json and NAME.overlay.png"
+    )
+    digitize.add_argument(
+        "--no-restore", action="store_true", help="digitize the images as they are (sharp ones)"
+    )
+    digitize.add_argument(
+        "--adapter", help="the adapter that restores (default: as restore and serve use)"
+    )
+    digitize.add_argument(
+        "--steps", type=int, help="DDIM steps (default: serve.default_steps, else eval.steps)"
+    )
+    digitize.add_argument("--seed", type=int, default=0)
+    digitize.add_argument("--device", choices=DEVICES, help="overrides compute.device")
 
 
 def _add_serve(commands) -> None:

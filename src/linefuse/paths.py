@@ -99,6 +99,7 @@ BY_DOMAIN_CSV = PLOTS_DIR / "psnr_by_domain_level.csv"
 BY_STEPS_CSV = PLOTS_DIR / "psnr_vs_steps.csv"
 GAIN_CSV = PLOTS_DIR / "gain_by_cell.csv"
 OCR_CSV = PLOTS_DIR / "ocr_cer_by_level.csv"
+DIGITIZE_CSV = PLOTS_DIR / "digitize_error_by_level.csv"
 REPORTS_DIR = Path("reports")
 SAMPLES_PNG = REPORTS_DIR / "samples.png"
 REPORT_HTML = REPORTS_DIR / "index.html"

@@ -208,6 +208,7 @@ STAGES = (
             Plot(paths.BY_STEPS_CSV, x="steps", y="psnr"),
             Plot(paths.GAIN_CSV, x="gain", y="cell", template="bar_horizontal"),
             Plot(paths.OCR_CSV, x="cer", y="series", template="bar_horizontal"),
+            Plot(paths.DIGITIZE_CSV, x="error_pct", y="series", template="bar_horizontal"),
         ),
         workers=True,
     ),

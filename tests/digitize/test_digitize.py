@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import shutil
 from pathlib import Path
 
 import matplotlib
@@ -12,10 +14,10 @@ from PIL import Image
 
 from linefuse.digitize import Unreadable, digitize, digitize_many
 from linefuse.digitize.calibrate import Tick, fit_axis
-from linefuse.digitize.outputs import digitize_files
+from linefuse.digitize.outputs import csv_text, digitize_files
 from linefuse.digitize.score import score
 
-from conftest import needs_tesseract
+from conftest import ROOT, needs_tesseract, run_cli
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -177,3 +179,37 @@ def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch)
     chart, blank = digitize_many([_pixels(CHARTS[0]), white])
     assert isinstance(chart, Unreadable) and "tesseract is not on PATH" in str(chart)
     assert isinstance(blank, Unreadable) and "no axis" in str(blank)
+
+
+@needs_tesseract
+def test_the_cli_digitizes_a_folder_and_names_each_file_it_cannot_read(tmp_path, capsys):
+    """--no-restore on a folder (two charts in a subfolder, a corrupt file, a blank frame) and a
+    path that is not there: each chart's CSV, axes JSON and overlay under its relative name,
+    the same as digitize() reads; one line per file it could not read; exit 0."""
+    inputs = tmp_path / "in"
+    (inputs / "sub").mkdir(parents=True)
+    for path in CHARTS[:2]:
+        shutil.copy(path, inputs / "sub" / path.name)
+    (inputs / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    Image.new("RGB", (300, 200), "white").save(inputs / "white.png")
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    out, missing = tmp_path / "out", tmp_path / "missing.png"
+    argv = [str(inputs), str(missing), "--no-restore", "--out", str(out)]
+    assert run_cli(tmp_path, "digitize", *argv) == 0
+    for path in CHARTS[:2]:
+        stem = out / "sub" / path.stem
+        pixels = _pixels(path)
+        assert stem.with_suffix(".csv").read_text() == csv_text(digitize(pixels))
+        rows = list(csv.DictReader(stem.with_suffix(".csv").open()))
+        assert len(rows) > 100 and rows[0].keys() == {"series", "x", "y"}
+        axes = json.loads(stem.with_suffix(".json").read_text())
+        assert axes["x"]["scale"] == "linear" and len(axes["x"]["ticks_used"]) >= 2
+        overlay = Image.open(f"{stem}.overlay.png")
+        assert overlay.size == (3 * pixels.shape[1], 3 * pixels.shape[0])
+        assert not Path(f"{stem}.restored.png").exists()
+    err = capsys.readouterr().err
+    assert f"{inputs / 'broken.png'}: unreadable: cannot open the image" in err
+    assert f"{inputs / 'white.png'}: unreadable: no axis" in err
+    assert f"{missing}: unreadable: no such file or folder" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["sub"]

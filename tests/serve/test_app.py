@@ -3,6 +3,7 @@ it works, and drops work whose client has gone or whose time is up."""
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import shutil
@@ -21,10 +22,12 @@ import pytest
 from PIL import Image
 
 from linefuse.data.charts import draw_chart
+from linefuse.digitize import Unreadable, digitize
+from linefuse.digitize.outputs import csv_text
 from linefuse.params.full import load_params
 from linefuse.serve.app import STEP_DELAY_ENV
 
-from conftest import CHROMIUM, ROOT, needs_chromium, tiny_params, write_params
+from conftest import CHROMIUM, ROOT, needs_chromium, needs_tesseract, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -192,6 +195,39 @@ def test_http_service_restores_and_refuses_bad_requests(server):
     assert httpx.post(f"{server}/restore", timeout=60).status_code == 422  # no file at all
 
 
+@needs_tesseract
+def test_digitize_returns_the_series_read_from_the_chart_or_why_not(server):
+    """POST /digitize: a sharp default chart (restore=false) gives the CSV digitize() reads from
+    it here, format=json adds its axes and overlay; restored first (the default), the CSV of the
+    image /restore returns; a blank frame is 422 with the reason."""
+    chart = ROOT / "tests/digitize/fixtures/chart_00039.png"
+    pixels = np.asarray(Image.open(chart).convert("RGB"))
+
+    def post(image: np.ndarray, **query) -> httpx.Response:
+        files = {"file": ("chart.png", _png(image), "image/png")}
+        return httpx.post(f"{server}/digitize", params=query, files=files, timeout=120)
+
+    sharp = post(pixels, restore="false")
+    assert sharp.status_code == 200 and sharp.headers["content-type"].startswith("text/csv")
+    assert sharp.text == csv_text(digitize(pixels))
+    shown = post(pixels, restore="false", format="json").json()
+    assert shown["csv"] == sharp.text and shown["axes"]["x"]["scale"] == "linear"
+    overlay = Image.open(io.BytesIO(base64.b64decode(shown["overlay_png"])))
+    assert overlay.size == (3 * pixels.shape[1], 3 * pixels.shape[0])
+
+    restored = httpx.post(
+        f"{server}/restore", files={"file": ("c.png", _png(pixels), "image/png")}, timeout=120
+    )
+    restored = np.asarray(Image.open(io.BytesIO(restored.content)).convert("RGB"))
+    answer = post(pixels)
+    try:
+        assert answer.status_code == 200 and answer.text == csv_text(digitize(restored))
+    except Unreadable as why:
+        assert answer.status_code == 422 and answer.json()["detail"] == str(why)
+    blank = post(np.full((150, 200, 3), 255, np.uint8), restore="false")
+    assert blank.status_code == 422 and "no axis" in blank.json()["detail"]
+
+
 def test_the_batch_endpoint_returns_a_zip_of_each_image_restored(server):
     """Three uploads of different sizes: a zip of NNN-NAME.png in upload order, each the same
     bytes as the single-image endpoint gives; one bad file fails the request, named."""
@@ -320,7 +356,8 @@ def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_
     """GET / in headless Chromium (Playwright driving the system's browser): a default chart
     chosen, restored with the adapter and steps picked on the page, shown beside the input, with
     the same bytes as POST /restore returns for the same file; a file that is no image gets a
-    sentence on the page."""
+    sentence on the page; digitized as it is, its overlay shown and its CSV the one digitize()
+    reads."""
     from playwright.sync_api import sync_playwright
 
     project = _models_only(trained_project, tmp_path_factory.mktemp("page") / "project")
@@ -348,6 +385,12 @@ def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_
             page.click("#restore")
             page.wait_for_function("document.getElementById('error').textContent !== ''")
             error = page.text_content("#error")
+            page.set_input_files("#file", str(chart))
+            page.uncheck("#restore-first")
+            page.click("#digitize")
+            page.wait_for_selector("#digitized:not([hidden])", timeout=120_000)
+            table = page.evaluate(READ_CSV)
+            overlay_size = page.evaluate(OVERLAY_SIZE)
             browser.close()
         direct = httpx.post(
             f"{url}/restore",
@@ -360,7 +403,16 @@ def test_the_page_restores_a_dropped_chart_as_the_api_does(trained_project, tmp_
     assert Image.open(io.BytesIO(shown)).size == (sharp.shape[1], sharp.shape[0])
     assert shown == direct.content
     assert error.startswith("Not restored: not an image"), error
+    assert table == csv_text(digitize(sharp)) and len(table.splitlines()) > 100
+    assert overlay_size == [3 * sharp.shape[1], 3 * sharp.shape[0]]
 
+
+# the digitized chart's CSV and its overlay's size, as the page shows them
+READ_CSV = """async () => (await fetch(document.getElementById("csv").href)).text()"""
+OVERLAY_SIZE = """() => {
+  const overlay = document.getElementById("overlay");
+  return [overlay.naturalWidth, overlay.naturalHeight];
+}"""
 
 # the restored image's bytes, as the page holds them (a blob: URL)
 READ_RESTORED = """async () => {

@@ -57,3 +57,18 @@ def find_images(root: Path) -> list[Path]:
             Path(folder) / name for name in files if Path(name).suffix.lower() in IMAGE_SUFFIXES
         )
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def image_files(inputs: list[str]) -> tuple[list[tuple[Path, Path]], list[tuple[str, str]]]:
+    """([(file, its name relative to the input it came from)], [(input, why it was skipped)]):
+    a folder gives every image under it, a file itself."""
+    files: list[tuple[Path, Path]] = []
+    skipped: list[tuple[str, str]] = []
+    for entry in map(Path, inputs):
+        if entry.is_dir():
+            files += [(path, path.relative_to(entry)) for path in find_images(entry)]
+        elif entry.is_file():
+            files.append((entry, Path(entry.name)))
+        else:
+            skipped.append((str(entry), "no such file or folder"))
+    return files, skipped

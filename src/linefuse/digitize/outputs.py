@@ -7,32 +7,36 @@ run that writes them for many images with a progress bar, one line per unreadabl
 from __future__ import annotations
 
 import csv
+import io
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, UnidentifiedImageError
 from tqdm import tqdm
 
+from linefuse.data.images import image_files, load_rgb
 from linefuse.digitize import Digitized, Unreadable, digitize_many
 from linefuse.digitize.calibrate import Axis, Tick
 
 BATCH = 16  # images whose tick labels share one Tesseract call
-SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 BOX_COLOUR = (255, 0, 255)
 USED_COLOUR = (0, 170, 0)
 REJECTED_COLOUR = (230, 0, 0)
 SCALE = 3  # the overlay is drawn this many times larger than the chart, to be legible
 
 
-def write_csv(digitized: Digitized, path: Path) -> None:
+def csv_text(digitized: Digitized) -> str:
     """One row per point: the series' index (in the order read), x and y in data units."""
-    with path.open("w", newline="") as table:
-        writer = csv.writer(table)
-        writer.writerow(["series", "x", "y"])
-        for index, series in enumerate(digitized.series):
-            for x, y in zip(series.x, series.y, strict=True):
-                writer.writerow([index, f"{x:.6g}", f"{y:.6g}"])
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(["series", "x", "y"])
+    for index, series in enumerate(digitized.series):
+        for x, y in zip(series.x, series.y, strict=True):
+            writer.writerow([index, f"{x:.6g}", f"{y:.6g}"])
+    return table.getvalue()
 
 
 def _tick(tick: Tick) -> dict:
@@ -92,56 +96,56 @@ def overlay(image: np.ndarray, digitized: Digitized) -> Image.Image:
     return picture
 
 
-def write_outputs(image: np.ndarray, digitized: Digitized, out_dir: Path, stem: str) -> None:
-    """stem.csv, stem.json and stem.overlay.png in out_dir."""
-    write_csv(digitized, out_dir / f"{stem}.csv")
+def write_outputs(
+    image: np.ndarray, digitized: Digitized, out_dir: Path, stem: str, restored: bool = False
+) -> None:
+    """stem.csv, stem.json and stem.overlay.png in out_dir; stem.restored.png too when `image`
+    was restored (what was digitized)."""
+    if restored:
+        Image.fromarray(image).save(out_dir / f"{stem}.restored.png")
+    (out_dir / f"{stem}.csv").write_text(csv_text(digitized))
     (out_dir / f"{stem}.json").write_text(json.dumps(axes_json(digitized), indent=1) + "\n")
     overlay(image, digitized).save(out_dir / f"{stem}.overlay.png")
 
 
-def _inputs(inputs: list[Path]) -> list[Path]:
-    """The image files named, and those in the folders named (sorted)."""
-    files = []
-    for path in map(Path, inputs):
-        if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.suffix.lower() in SUFFIXES)
-        else:
-            files.append(path)
-    return files
-
-
-def _load(path: Path) -> np.ndarray | Unreadable:
-    try:
-        with Image.open(path) as image:
-            return np.asarray(image.convert("RGB"))
-    except (OSError, ValueError) as error:
-        return Unreadable(f"cannot open the image: {error}")
-
-
-def digitize_files(inputs: list[Path | str], out_dir: Path | str) -> dict:
-    """Digitize every image named (and every image in the folders named) into out_dir: three
-    files per chart; an unreadable one gets one printed line naming why. Returns the counts and
-    each unreadable file's reason."""
+def digitize_files(
+    inputs: list[Path | str], out_dir: Path | str, restore: Callable | None = None
+) -> dict:
+    """Digitize every image named (and every image under the folders named) into out_dir,
+    keeping relative names: NAME.csv, NAME.json and NAME.overlay.png, and NAME.restored.png when
+    `restore` (uint8 RGB to uint8 RGB) restores each first. A file that cannot be opened or read
+    gets one printed line naming why. Returns the counts and each unreadable file's reason."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = _inputs(inputs)
-    unreadable: dict[str, str] = {}
-    with tqdm(total=len(files), unit="chart", desc="digitize", disable=len(files) < 2) as bar:
+    files, missing = image_files([str(path) for path in inputs])
+    unreadable = dict(missing)
+    for name, why in missing:
+        tqdm.write(f"{name}: unreadable: {why}", file=sys.stderr)
+    with tqdm(total=len(files), unit="chart", desc="digitize", disable=None) as bar:
         for first in range(0, len(files), BATCH):
-            batch = files[first : first + BATCH]
-            loaded = [_load(path) for path in batch]
-            images = [item for item in loaded if not isinstance(item, Unreadable)]
-            results = iter(digitize_many(images))
-            for path, item in zip(batch, loaded, strict=True):
-                result = item if isinstance(item, Unreadable) else next(results)
+            batch, images = files[first : first + BATCH], []
+            for path, _ in batch:
+                try:
+                    image = load_rgb(path)
+                except UnidentifiedImageError:
+                    image = Unreadable("not an image: send a PNG, JPEG, TIFF or WebP file")
+                except (OSError, ValueError, SyntaxError) as error:
+                    image = Unreadable(f"cannot open the image: {error or type(error).__name__}")
+                if restore is not None and not isinstance(image, Unreadable):
+                    image = restore(image)
+                images.append(image)
+            read = iter(digitize_many([i for i in images if not isinstance(i, Unreadable)]))
+            for (path, relative), image in zip(batch, images, strict=True):
+                result = image if isinstance(image, Unreadable) else next(read)
                 if isinstance(result, Unreadable):
                     unreadable[str(path)] = str(result)
-                    tqdm.write(f"{path}: unreadable: {result}")
+                    tqdm.write(f"{path}: unreadable: {result}", file=sys.stderr)
                 else:
-                    write_outputs(item, result, out_dir, path.stem)
+                    target = out_dir / relative.with_suffix("")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    write_outputs(image, result, target.parent, target.name, restore is not None)
                 bar.update(1)
     return {
-        "charts": len(files),
-        "digitized": len(files) - len(unreadable),
+        "charts": len(files) + len(missing),
+        "digitized": len(files) - len(unreadable) + len(missing),
         "unreadable": unreadable,
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linefuse.digitize import Digitized
+from linefuse.digitize import Digitized, Unreadable
 from linefuse.digitize.calibrate import Axis
 
 CALIBRATED = 0.01  # of the axis's range
@@ -85,3 +85,12 @@ def score(digitized: Digitized, png_path: Path | str) -> dict:
         "series_errors": errors,
         "curve_error": float(np.mean(errors)) if errors else MISSED,
     }
+
+
+def reading_score(result: Digitized | Unreadable, png_path: Path | str) -> tuple[bool, float]:
+    """(calibrated, curve error in % of the y range) of one chart digitized, or not: a chart it
+    could not read is not calibrated and its curve error is MISSED."""
+    if isinstance(result, Unreadable):
+        return False, MISSED
+    scored = score(result, png_path)
+    return scored["calibrated"], scored["curve_error"]

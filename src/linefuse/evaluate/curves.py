@@ -75,6 +75,7 @@ class ChartTruth:
     lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = ()
     labels: tuple[Label, ...] = ()
     library: str = ""  # the plotting library that drew it ("" when the sidecar names none)
+    source: str = ""  # the chart's image file, beside its sidecar and CSV
 
 
 def read_truth(png_path: Path | str) -> ChartTruth | None:
@@ -128,6 +129,7 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             lines=lines,
             labels=labels,
             library=str(sidecar.get("library", "")),
+            source=str(png_path),
         )
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, StopIteration):
         return None

@@ -23,6 +23,9 @@ file's key order in its columns):
   position error in the chart's x unit (nm);
 - ocr_cer (.input, .model): the tick labels' character error rate, the mean over levels of each
   level's pooled rate (each level counts the same, as each cell does in gain_db);
+- digitize_error_pct (.input, .model, .sharp): the data read back with no sidecar (linefuse
+  digitize): the mean over levels of each level's median curve error, in % of the y range;
+  digitize_calibrated (the same three): the share of charts whose axes it calibrated;
 - seconds_per_megapixel: restoring whole images at `steps` on this machine.
 
 A figure evaluate could not make (no held-out family, no sweep, no Tesseract) is left out.
@@ -41,6 +44,7 @@ from PIL import Image
 from linefuse.paths import (
     BY_DOMAIN_CSV,
     BY_STEPS_CSV,
+    DIGITIZE_CSV,
     EVAL_DETAIL,
     EVAL_JSON,
     GAIN_CSV,
@@ -52,7 +56,7 @@ from linefuse.stage import atomic_files
 if TYPE_CHECKING:
     from linefuse.params.full import Params
 
-PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, GAIN_CSV, OCR_CSV]
+PLOTS = [BY_DOMAIN_CSV, BY_STEPS_CSV, GAIN_CSV, OCR_CSV, DIGITIZE_CSV]
 OUTPUTS = [*PLOTS, SAMPLES_PNG, EVAL_DETAIL, EVAL_JSON]
 
 
@@ -64,6 +68,7 @@ def write_outputs(detail: dict, showcase: dict, params: Params) -> None:
         _write_steps(detail["sweep"], params.eval.sweep.steps, tmp[BY_STEPS_CSV])
         _write_gains(detail, domains, levels, params.eval.steps, tmp[GAIN_CSV])
         _write_ocr(detail, levels, params.eval.steps, tmp[OCR_CSV])
+        _write_digitized(detail, levels, params.eval.steps, tmp[DIGITIZE_CSV])
         _write_samples(showcase, domains, levels, tmp[SAMPLES_PNG])
         tmp[EVAL_DETAIL].write_text(json.dumps(detail, indent=2, sort_keys=True) + "\n")
         # in the headline's own order: `dvc exp show` keeps it, so the mean gain comes first
@@ -141,6 +146,16 @@ def headline(detail: dict, params: Params) -> dict:
             name: round(float(np.mean([rate[name] for rate in by_level])), 4)
             for name in ("input", "model")
         }
+    if digitized := detail.get("digitized"):
+        names = {"input": "input", "model": f"model_s{steps}", "sharp": "sharp"}
+        for key, figure in (
+            ("digitize_error_pct", "curve_error_pct_median"),
+            ("digitize_calibrated", "calibrated"),
+        ):
+            out[key] = {
+                short: round(float(np.mean([row[name][figure] for row in digitized.values()])), 4)
+                for short, name in names.items()
+            }
     if (seconds := detail["machine"].get(f"seconds_per_megapixel_s{steps}")) is not None:
         out["seconds_per_megapixel"] = seconds
     out["steps"] = steps
@@ -219,6 +234,23 @@ def _write_ocr(detail: dict, levels: list[str], steps: int, path: Path) -> None:
                 label = f"{split} {level} {name}"
                 rows.append([label, split, level, name, "" if rate is None else rate])
     _write_csv(path, ["series", "split", "level", "method", "cer"], rows)
+
+
+def _write_digitized(detail: dict, levels: list[str], steps: int, path: Path) -> None:
+    """plots/digitize_error_by_level.csv: per split and level, the median curve error of the data
+    digitized with no sidecar from the input, the model's output and the sharp chart, and the
+    share of each calibrated, one bar each (empty where nothing was digitized)."""
+    rows = []
+    for split, block in _splits(detail):
+        digitized = block.get("digitized", {})
+        for level in (lv for lv in levels if lv in digitized):
+            for name in ("input", f"model_s{steps}", "sharp"):
+                read = digitized[level][name]
+                label = f"{split} {level} {name}"
+                rows.append(
+                    [label, split, level, name, read["curve_error_pct_median"], read["calibrated"]]
+                )
+    _write_csv(path, ["series", "split", "level", "method", "error_pct", "calibrated"], rows)
 
 
 def _write_samples(showcase: dict, domains: list[str], levels: list[str], path: Path) -> None:

@@ -1,5 +1,6 @@
 """evaluate's scoring: each pair's PSNR, SSIM, line-fidelity and tick-label errors against its
-sharp image, in forked workers, gathered into one split's cells (domain x level).
+sharp image, and its data digitized with no sidecar against the chart's own, in forked workers,
+gathered into one split's cells (domain x level).
 
 Every list below is image-aligned within its cell: the n-th value of each method belongs to the
 cell's n-th pair, so the tables can pair the model with its input image by image.
@@ -18,6 +19,8 @@ import numpy as np
 import torch
 
 from linefuse.data.labels import normalise
+from linefuse.digitize import digitize_many
+from linefuse.digitize.score import reading_score
 from linefuse.evaluate import ocr
 from linefuse.evaluate.baselines import baselines
 from linefuse.evaluate.chart_metrics import chart_errors
@@ -41,20 +44,24 @@ class Cell:
     """One domain x level's per-image scores: PSNR and SSIM per method; the line-fidelity figures
     of the input, the model and the sharp image (chart[method][figure]); and the tick labels'
     readings of the same three as (edits, characters, labels), edits None where not read; the
-    plotting library that drew each image (`libraries`) and each read one (`ocr_libraries`), ""
-    for an image without a sidecar."""
+    same three digitized with no sidecar as (calibrated, curve error in % of the y range); the
+    plotting library that drew each image (`libraries`), each read one (`ocr_libraries`) and
+    each digitized one (`digitized_libraries`), "" for an image without a sidecar."""
 
     psnr: dict[str, list[float]] = field(default_factory=_lists)
     ssim: dict[str, list[float]] = field(default_factory=_lists)
     chart: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(_lists))
     ocr: dict[str, list[tuple]] = field(default_factory=_lists)
+    digitized: dict[str, list[tuple]] = field(default_factory=_lists)
     libraries: list[str] = field(default_factory=list)
     ocr_libraries: list[str] = field(default_factory=list)
+    digitized_libraries: list[str] = field(default_factory=list)
 
     def of_library(self, library: str) -> Cell:
         """The same cell kept to the images `library` drew."""
         mine = [i for i, name in enumerate(self.libraries) if name == library]
         read = [i for i, name in enumerate(self.ocr_libraries) if name == library]
+        digitized = [i for i, name in enumerate(self.digitized_libraries) if name == library]
         return Cell(
             psnr=defaultdict(list, {n: [v[i] for i in mine] for n, v in self.psnr.items()}),
             ssim=defaultdict(list, {n: [v[i] for i in mine] for n, v in self.ssim.items()}),
@@ -66,8 +73,12 @@ class Cell:
                 },
             ),
             ocr=defaultdict(list, {n: [v[i] for i in read] for n, v in self.ocr.items()}),
+            digitized=defaultdict(
+                list, {n: [v[i] for i in digitized] for n, v in self.digitized.items()}
+            ),
             libraries=[library] * len(mine),
             ocr_libraries=[library] * len(read),
+            digitized_libraries=[library] * len(digitized),
         )
 
 
@@ -83,6 +94,7 @@ class Scores:
     sharp_figures: dict = field(default_factory=dict)  # its sharp image's _figures
     sharp_shown: dict = field(default_factory=dict)  # where it shows the curve
     sharp_ocr: dict = field(default_factory=dict)  # its sharp image's tick-label reading
+    sharp_digitized: dict = field(default_factory=dict)  # its sharp image digitized, scored
 
     sharp_library: dict = field(default_factory=dict)  # the library that drew it
 
@@ -117,6 +129,7 @@ class PairScores(NamedTuple):
     ssim: dict[str, float]
     figures: dict[str, dict[str, float]]  # input and model -> figure -> value
     ticks: dict[str, tuple]  # input, model (and sharp when asked) -> (edits, characters, labels)
+    digitized: dict[str, tuple]  # input, model (and sharp when asked) -> (calibrated, error %)
 
 
 def first_per_domain(metas: list[dict], count: int | None) -> list[int]:
@@ -171,12 +184,14 @@ def _figures(
 
 def score_pairs(tasks: list[tuple]) -> list[PairScores]:
     """For each pair: PSNR and SSIM of the input, the classical baselines and every model output
-    against its sharp image, the line-fidelity errors of the input and the model, and the tick
-    labels' reading errors of the input, the model and (when asked) the sharp image. The labels of
-    the whole batch are read in one Tesseract call: starting Tesseract costs more than reading a
-    pair's labels."""
-    scored, reads = [], []
-    for blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp in tasks:
+    against its sharp image, the line-fidelity errors of the input and the model, the tick
+    labels' reading errors and the data digitized with no sidecar of the input, the model and
+    (when asked) the sharp image. The labels of the whole batch are read in one Tesseract call,
+    and so are the digitized charts': starting Tesseract costs more than reading a pair's
+    labels."""
+    scored, reads, digitizing = [], [], []
+    for task in tasks:
+        blurred, sharp, meta, outputs, truth, shown, settings, labels, read_sharp, chart = task
         methods = {
             "input": blurred,
             **baselines(blurred, meta["domain"], meta["params"], settings.baselines),
@@ -193,14 +208,23 @@ def score_pairs(tasks: list[tuple]) -> list[PairScores]:
                 },
             )
         )
-        read = {"input": blurred, model: methods[model]} | ({"sharp": sharp} if read_sharp else {})
+        pair = {"input": blurred, model: methods[model]}
+        read = pair | ({"sharp": sharp} if read_sharp else {})
         reads.append((read if labels else {}, labels))
+        path, with_sharp = chart or (None, False)
+        named = pair | ({"sharp": sharp} if with_sharp else {}) if chart else {}
+        digitizing.append((named, path))
     errors = iter(
         ocr.label_errors([(image, labels) for read, labels in reads for image in read.values()])
     )
+    results = iter(digitize_many([image for named, _ in digitizing for image in named.values()]))
     return [
-        PairScores(*figures, {name: (*next(errors), len(labels)) for name in read})
-        for figures, (read, labels) in zip(scored, reads, strict=True)
+        PairScores(
+            *figures,
+            {name: (*next(errors), len(labels)) for name in read},
+            {name: reading_score(next(results), path) for name in named},
+        )
+        for figures, (read, labels), (named, path) in zip(scored, reads, digitizing, strict=True)
     ]
 
 
@@ -259,11 +283,15 @@ def score_level(
 ) -> None:
     """Scores the input, the classical baselines and every model output of one level's pairs;
     the line-fidelity errors for the input, the model and the sharp image itself (the floor of
-    reading the line back); and on the first eval.ocr.max_images pairs of each domain, the tick
-    labels' reading errors (`reading`: Tesseract is here; else recorded as not read)."""
+    reading the line back); on the first eval.ocr.max_images pairs of each domain, the tick
+    labels' reading errors (`reading`: Tesseract is here; else recorded as not read); and on the
+    first eval.digitize.max_images whole charts of each domain, their data digitized with no
+    sidecar (`reading` too), the sharp chart's once."""
     tasks, ticks = [], []
-    chosen = set(first_per_domain([pair[2] for pair in pairs], params.eval.ocr.max_images))
-    asked = set()  # images whose sharp labels a task reads
+    metas = [pair[2] for pair in pairs]
+    chosen = set(first_per_domain(metas, params.eval.ocr.max_images))
+    digitized = set(first_per_domain(metas, params.eval.digitize.max_images)) if reading else ()
+    asked, asked_digitized = set(), set()  # images whose sharp chart a task reads, digitizes
     for index, (blurred, sharp, meta) in enumerate(pairs):
         image_id, truth = meta["image_id"], truths.get(meta["image_id"])
         shown = _sharp_of(scores, image_id, sharp, truth)
@@ -273,7 +301,13 @@ def score_level(
         if read_sharp:
             asked.add(image_id)
         read = labels if reading else []
-        tasks.append((blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp))
+        chart = None
+        if index in digitized and _whole_chart(sharp, truth):
+            new = image_id not in scores.sharp_digitized and image_id not in asked_digitized
+            asked_digitized.add(image_id)
+            chart = (truth.source, new)
+        task = (blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp, chart)
+        tasks.append(task)
         ticks.append(labels)
     model = f"model_s{params.eval.steps}"
     batches = [
@@ -295,7 +329,20 @@ def score_level(
             for figure, value in by_figure.items():
                 cell.chart[name][figure].append(value)
         _record_ticks(cell, scores.sharp_ocr, meta, labels, result.ticks, model)
+        if result.digitized:
+            if "sharp" in result.digitized:  # the first pair that shows this chart
+                scores.sharp_digitized[meta["image_id"]] = result.digitized["sharp"]
+            read = result.digitized | {"sharp": scores.sharp_digitized[meta["image_id"]]}
+            for name in ("input", model, "sharp"):
+                cell.digitized[name].append(read[name])
+            cell.digitized_libraries.append(library)
         scores.showcase.setdefault((meta["domain"], level), (blurred, own[model], sharp))
+
+
+def _whole_chart(image: np.ndarray, truth: ChartTruth | None) -> bool:
+    """Whether `image` is the whole chart its truth describes (not a crop of it): only a whole
+    chart's axes can be read and scored against its sidecar."""
+    return truth is not None and image.shape[:2] == (truth.height, truth.width)
 
 
 def _record_ticks(

@@ -73,6 +73,8 @@ def tables(scores: Scores, params: Params) -> dict:
             for level, cell in by_level.items():
                 for name, errors in cell.ocr.items():
                     report["chart"][domain][level][name]["ocr_cer"] = _pooled_cer(errors)
+    if any(cell.digitized for by_level in cells.values() for cell in by_level.values()):
+        report["digitized"] = _digitized_by_level(cells, model)
     cell_gains = [values for by_level in gains.values() for values in by_level.values()]
     report["summary"] = (
         _summary(report, params.degrade.levels, steps)
@@ -151,6 +153,32 @@ def _ocr_by_level(cells: dict[str, dict[str, Cell]]) -> dict:
         | {"labels": sum(e[2] for e in by_name["input"])}
         for level, by_name in pooled.items()
     }
+
+
+def _digitized_by_level(cells: dict[str, dict[str, Cell]], model: str) -> dict:
+    """Per level, over its digitized charts of every domain: for the input, the model and the
+    sharp chart, the share whose axes were calibrated and the median curve error (% of the y
+    range; a chart not read counts as digitize.score.MISSED); the share of charts where the
+    model's error is below the input's; and the charts' count."""
+    pooled = defaultdict(lambda: defaultdict(list))  # level -> name -> (calibrated, error)
+    for by_level in cells.values():
+        for level, cell in by_level.items():
+            for name, readings in cell.digitized.items():
+                pooled[level][name] += readings
+    table = {}
+    for level, by_name in pooled.items():
+        row = {
+            name: {
+                "calibrated": round(float(np.mean([r[0] for r in readings])), 4),
+                "curve_error_pct_median": round(float(np.median([r[1] for r in readings])), 4),
+            }
+            for name, readings in by_name.items()
+        }
+        before, after = (np.array([r[1] for r in by_name[n]]) for n in ("input", model))
+        row["model_lowers_error"] = round(float(np.mean(after < before)), 4)
+        row["charts"] = len(before)
+        table[level] = row
+    return table
 
 
 def _chart_summary(cells: dict[str, dict[str, Cell]], model: str) -> dict:

@@ -227,9 +227,9 @@ def restore_files(
     names (load_rgb decodes any mode to 8-bit RGB); returns (restored count, [(path, reason)
     for each skipped file]). A progress bar
     counts the images and, under it, the tiles of an image that has more than one."""
-    from linefuse.data.images import load_rgb
+    from linefuse.data.images import image_files, load_rgb
 
-    files, skipped = _image_files(inputs)
+    files, skipped = image_files(inputs)
     if not 1 <= steps <= params.model.train_timesteps:
         raise UserError(
             f"--steps {steps}: accepts 1 to {params.model.train_timesteps} (model.train_timesteps)"
@@ -249,23 +249,6 @@ def restore_files(
         Image.fromarray(result).save(target)
         restored += 1
     return restored, skipped
-
-
-def _image_files(inputs: list[str]) -> tuple[list[tuple[Path, Path]], list[tuple[str, str]]]:
-    """([(file, its name relative to the input it came from)], [(input, why it was skipped)]):
-    a folder gives every image under it, a file itself."""
-    from linefuse.data.images import find_images
-
-    files: list[tuple[Path, Path]] = []
-    skipped: list[tuple[str, str]] = []
-    for entry in map(Path, inputs):
-        if entry.is_dir():
-            files += [(path, path.relative_to(entry)) for path in find_images(entry)]
-        elif entry.is_file():
-            files.append((entry, Path(entry.name)))
-        else:
-            skipped.append((str(entry), "no such file or folder"))
-    return files, skipped
 
 
 def _restore_showing_tiles(

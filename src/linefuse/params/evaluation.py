@@ -52,6 +52,14 @@ class OcrParams(Strict):
     max_images: Annotated[int, Field(ge=0)] | None
 
 
+class DigitizeParams(Strict):
+    """The data read back with no sidecar (linefuse digitize): the first `max_images` images of
+    each domain and level, in the test and held-out splits, digitized as input, restored and
+    sharp, and scored against the chart's data; null digitizes them all, 0 none."""
+
+    max_images: Annotated[int, Field(ge=0)] | None
+
+
 class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
     shrink: Annotated[float, Field(ge=0.0, le=255.0)]
@@ -65,6 +73,7 @@ class EvalParams(Strict):
     metric: MetricParams
     baselines: BaselineParams
     ocr: OcrParams
+    digitize: DigitizeParams
 
 
 class TileParams(Strict):

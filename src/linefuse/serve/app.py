@@ -15,16 +15,19 @@ Restoring runs in a worker thread, one request at a time, so the event loop stay
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import os
 import threading
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import jinja2
+import numpy as np
 from fastapi import APIRouter, Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from PIL import Image, UnidentifiedImageError
@@ -117,13 +120,11 @@ class RestoreService:
             raise HTTPException(422, f"{file.filename or 'upload'}: empty; send an image file")
         return data
 
-    async def run_admitted(
-        self, request: Request, uploads: list, adapter: str, steps: int, seed: int
-    ) -> list[bytes]:
-        """One queue slot per request, held until the worker is done with it; the work runs off
-        the event loop, which meanwhile answers /health and watches the request: past
-        serve.timeout_s, or once the client has gone, the work is told to stop (before its next
-        sampler step) and the request ends."""
+    async def run_admitted(self, request: Request, work: Callable):
+        """`work(should_stop)`'s result, one queue slot per request, held until the worker is
+        done with it; the work runs off the event loop, which meanwhile answers /health and
+        watches the request: past serve.timeout_s, or once the client has gone, the work is told
+        to stop (before its next sampler step) and the request ends."""
         if not self.admitted.acquire(blocking=False):
             raise HTTPException(
                 503,
@@ -133,9 +134,7 @@ class RestoreService:
             )
         self.in_flight += 1
         stop = threading.Event()
-        task = asyncio.ensure_future(
-            run_in_threadpool(self._work, uploads, adapter, steps, seed, stop.is_set)
-        )
+        task = asyncio.ensure_future(run_in_threadpool(work, stop.is_set))
         task.add_done_callback(self._finished)
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -168,10 +167,11 @@ class RestoreService:
         if not task.cancelled():
             task.exception()  # retrieved: a dropped request's SamplingCancelled is not logged
 
-    def _work(
-        self, uploads: list, adapter: str, steps: int, seed: int, should_stop=None
-    ) -> list[bytes]:
-        """Every upload decoded (a bad one fails the request, named) before any is restored."""
+    def restored(
+        self, uploads: list, adapter: str | None, steps: int, seed: int, should_stop=None
+    ) -> list:
+        """Every upload decoded (a bad one fails the request, named) before any is restored;
+        the images restored by `adapter`'s model (None: as sent), uint8 RGB."""
         images = []
         for name, data in uploads:
             try:
@@ -179,18 +179,32 @@ class RestoreService:
             except HTTPException as error:
                 detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
                 raise HTTPException(error.status_code, detail) from None
+        if adapter is None:
+            return images
         delay = float(os.environ.get(STEP_DELAY_ENV, "0"))
         if delay:  # tests: every sampler step lasts at least this long, on any machine
             should_stop = _paced(should_stop, delay)
-        pngs = []
         with self.lock:  # loading an adapter's model also happens here, once
             restorer = self.restorer_for(adapter)
-            for image in images:
-                buffer = io.BytesIO()
-                restored = restorer.restore_image(image, steps, seed, should_stop)
-                Image.fromarray(restored).save(buffer, "PNG")
-                pngs.append(buffer.getvalue())
-        return pngs
+            return [restorer.restore_image(image, steps, seed, should_stop) for image in images]
+
+    def restored_pngs(
+        self, uploads: list, adapter: str, steps: int, seed: int, should_stop=None
+    ) -> list[bytes]:
+        return [_png(image) for image in self.restored(uploads, adapter, steps, seed, should_stop)]
+
+    def digitized(
+        self, upload: tuple, adapter: str | None, steps: int, seed: int, should_stop=None
+    ) -> tuple:
+        """(the image digitized, restored first unless adapter is None, and what was read);
+        422 naming why for a chart that cannot be read."""
+        from linefuse.digitize import Unreadable, digitize
+
+        (image,) = self.restored([upload], adapter, steps, seed, should_stop)
+        try:
+            return image, digitize(image)
+        except Unreadable as why:
+            raise HTTPException(422, str(why)) from None
 
 
 # For tests: seconds each sampler step waits first, so that a restore outlasts what the tests
@@ -273,7 +287,8 @@ def restore_routes(params: Params) -> APIRouter:
         adapter: str = Query(default_adapter),
     ) -> Response:
         uploads = [(file.filename or "image", await service.read_upload(file))]
-        pngs = await service.run_admitted(request, uploads, adapter, steps, seed)
+        work = partial(service.restored_pngs, uploads, adapter, steps, seed)
+        pngs = await service.run_admitted(request, work)
         return Response(pngs[0], media_type="image/png")
 
     @router.post(
@@ -293,9 +308,39 @@ def restore_routes(params: Params) -> APIRouter:
         if len(files) > settings.max_batch:
             raise HTTPException(413, f"{len(files)} files; serve.max_batch is {settings.max_batch}")
         uploads = [(file.filename or "image", await service.read_upload(file)) for file in files]
-        pngs = await service.run_admitted(request, uploads, adapter, steps, seed)
+        work = partial(service.restored_pngs, uploads, adapter, steps, seed)
+        pngs = await service.run_admitted(request, work)
         names = [f"{i:03d}-{Path(name).stem}.png" for i, (name, _) in enumerate(uploads)]
         return Response(_zip(zip(names, pngs, strict=True)), media_type="application/zip")
+
+    @router.post(
+        "/digitize",
+        response_class=Response,
+        responses={200: {"content": {"text/csv": {}, "application/json": {}}}, 413: {}, 422: {}},
+    )
+    async def digitize_chart(
+        request: Request,
+        service: Service,
+        file: UploadFile = File(..., description="the chart image"),
+        restore: bool = Query(True, description="restore it first (false: a sharp chart)"),
+        format: Literal["csv", "json"] = Query("csv"),
+        steps: int = Query(steps_unless_told, ge=1, le=settings.max_steps),
+        seed: int = Query(0, ge=0),
+        adapter: str = Query(default_adapter),
+    ) -> Response:
+        """The chart's series in data units as CSV (series, x, y), read from its pixels alone
+        (linefuse digitize); format=json: the CSV, the axes found and the overlay PNG (base64)."""
+        from linefuse.digitize.outputs import axes_json, csv_text, overlay  # scipy: not at start
+
+        upload = (file.filename or "image", await service.read_upload(file))
+        work = partial(service.digitized, upload, adapter if restore else None, steps, seed)
+        image, digitized = await service.run_admitted(request, work)
+        table = csv_text(digitized)
+        if format == "csv":
+            return Response(table, media_type="text/csv")
+        picture = base64.b64encode(_png(np.asarray(overlay(image, digitized)))).decode()
+        body = {"csv": table, "axes": axes_json(digitized), "overlay_png": picture}
+        return JSONResponse(body)
 
     return router
 
@@ -314,6 +359,12 @@ def _zip(named: Iterable[tuple[str, bytes]]) -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, data in named:
             archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return buffer.getvalue()
+
+
+def _png(image) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, "PNG")
     return buffer.getvalue()
 
 
