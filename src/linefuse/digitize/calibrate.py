@@ -142,8 +142,8 @@ def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tic
     position = x if axis == "x" else y
     values = {}
     readings = texts + _pointed(texts, word)
-    if word.point is not None:  # the word has a decimal point: a reading without one is wrong
-        readings = [text for text in readings if "." in text]
+    if word.point is not None and any("." in text for text in readings):
+        readings = [text for text in readings if "." in text]  # without one, it is misread
     for text in readings:
         value = parse(text)
         if value is not None:
