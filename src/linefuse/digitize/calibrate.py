@@ -116,7 +116,7 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
                 texts = read[first : first + variants]
                 first += variants
                 ticks += _candidates(axis, index, word, texts)
-            axes.append(ticks)
+            axes.append(ticks + _points_dropped(ticks))
         found.append((axes[0], axes[1]))
     return found
 
@@ -136,14 +136,33 @@ def _pointed(texts: list[str], word: Word) -> list[str]:
     return found
 
 
+def _points_dropped(ticks: list[Tick]) -> list[Tick]:
+    """More candidates where an axis's labels have decimals: each whole number read, with the
+    decimal point Tesseract most often drops put back (0.2 read as 02, 1.4 as 14). An axis's
+    labels share their decimals, so they are those of the readings that kept their point."""
+    decimals = [
+        len(normalise(t.text).split(".")[1])
+        for t in ticks
+        if "." in normalise(t.text) and math.isfinite(t.value)
+    ]
+    if not decimals:
+        return []
+    shift = 10.0 ** max(set(decimals), key=decimals.count)
+    return [
+        Tick(t.position, t.value / shift, t.text, t.box, t.word)
+        for t in ticks
+        if math.isfinite(t.value) and "." not in normalise(t.text) and t.value != 0
+    ]
+
+
 def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
     """A word's distinct numbers read as ticks at its centre, or one NaN tick when none is."""
     x, y = word.centre
     position = x if axis == "x" else y
     values = {}
     readings = texts + _pointed(texts, word)
-    if word.point is not None:  # the word has a decimal point: a reading without one is wrong
-        readings = [text for text in readings if "." in text]
+    if word.point is not None and any("." in text for text in readings):
+        readings = [text for text in readings if "." in text]  # without one, it is misread
     for text in readings:
         value = parse(text)
         if value is not None:
@@ -166,7 +185,12 @@ def _digits(values: np.ndarray) -> int:
 
 
 def _robust_fit(
-    points: np.ndarray, values: np.ndarray, words: np.ndarray, tolerance: float, direction: float
+    points: np.ndarray,
+    values: np.ndarray,
+    words: np.ndarray,
+    dotted: np.ndarray,
+    tolerance: float,
+    direction: float,
 ):
     """The fit through the pair of ticks most words agree with, refitted to those within
     tolerance (of each word, its candidate nearest the fit): (offset, slope, residual, inliers),
@@ -180,10 +204,17 @@ def _robust_fit(
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
-        # among pairs as well agreed with, the roundest tick values: a misread label is
-        # rarely rounder than the ones drawn
+        # among pairs as well agreed with: a round step, the labels read with their decimal
+        # point as read (not put back), the roundest values (a misread label is rarely rounder
+        # than the ones drawn)
         nice = _nice_step(slope, points)
-        key = (inliers.sum(), nice, -_digits(values[inliers]), -off[inliers].sum())
+        key = (
+            inliers.sum(),
+            nice,
+            dotted[inliers].sum(),
+            -_digits(values[inliers]),
+            -off[inliers].sum(),
+        )
         if best is None or key > best[0]:
             best = (key, inliers)
     if best is None or best[1].sum() < MIN_TICKS:
@@ -224,15 +255,23 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     points = np.array([t.position for t in good])
     values = np.array([t.value for t in good])
     words = np.array([t.word for t in good])
+    dotted = np.array(["." in normalise(t.text) and parse(t.text) == t.value for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
-    fits = {"linear": _robust_fit(points, values, words, tolerance, direction)}
+    fits = {"linear": _robust_fit(points, values, words, dotted, tolerance, direction)}
     positive = values > 0
     if (
         len(np.unique(words[positive])) >= 3
     ):  # two ticks fit any scale: a log axis needs a third to tell
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
-        fit = _robust_fit(points[positive], logs[positive], words[positive], tolerance, direction)
+        fit = _robust_fit(
+            points[positive],
+            logs[positive],
+            words[positive],
+            dotted[positive],
+            tolerance,
+            direction,
+        )
         if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
             inliers = np.zeros(len(good), dtype=bool)
             inliers[np.flatnonzero(positive)[fit[3]]] = True
