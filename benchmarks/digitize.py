@@ -4,8 +4,9 @@
 
 DATA_DIR holds source/chart_NNNNN.{png,json,csv} and index/images.parquet (the split of each
 chart). Writes, per library, the charts' count, the share digitized, the share calibrated (both
-axes within 1 % of their range at every tick used), the median curve error (% of the y range;
-an unread chart counts as 100) and the seconds per chart (whole run, Tesseract included).
+axes within 1 % of their range at every tick used), of all charts and of those that draw tick
+labels, the median curve error (% of the y range; an unread chart counts as 100) and the
+seconds per chart (whole run, Tesseract and the label reader included).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import polars as pl
 from PIL import Image
 
 from linefuse.digitize import Unreadable, digitize_many
-from linefuse.digitize.score import MISSED, score
+from linefuse.digitize.score import reading_score, score
 
 BATCH = 16  # charts whose tick labels share one Tesseract call
 
@@ -42,12 +43,14 @@ def main() -> None:
         batch = paths[first : first + BATCH]
         images = [np.asarray(Image.open(p).convert("RGB")) for p in batch]
         for path, result in zip(batch, digitize_many(images), strict=True):
-            library = json.loads(path.with_suffix(".json").read_text())["library"]
-            row = {"chart": path.name, "library": library}
+            sidecar = json.loads(path.with_suffix(".json").read_text())
+            row = {"chart": path.name, "library": sidecar["library"], "read": True}
+            row["labelled"] = bool(sidecar["tick_labels"])  # it draws tick labels to read
             if isinstance(result, Unreadable):
-                row.update(read=False, calibrated=False, curve_error=MISSED, reason=str(result))
+                row.update(read=False, reason=str(result))
             else:
-                row.update(read=True, **score(result, path))
+                row.update(score(result, path))
+            row["calibrated"], row["curve_error"] = reading_score(result, path)
             rows.append(row)
     seconds = (time.perf_counter() - start) / max(len(rows), 1)
     summary = {}
@@ -60,6 +63,10 @@ def main() -> None:
             "count": len(group),
             "read": float(np.mean([r["read"] for r in group])),
             "calibrated": float(np.mean([r["calibrated"] for r in group])),
+            "labelled": int(sum(r["labelled"] for r in group)),
+            "calibrated_of_labelled": float(
+                np.mean([r["calibrated"] for r in group if r["labelled"]] or [np.nan])
+            ),
             "median_curve_error_pct": float(np.median([r["curve_error"] for r in group])),
             "median_curve_error_pct_calibrated": float(
                 np.median([r["curve_error"] for r in group if r["calibrated"]] or [np.nan])

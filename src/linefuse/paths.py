@@ -66,6 +66,9 @@ def unet_config(spec: str) -> dict:
     return json.loads(path.read_text())
 
 
+LABEL_READER = "label-reader"  # the tick-label reader LineFuse ships, which digitize reads with
+
+
 def zoo_model(name: str) -> Path:
     return ZOO_DIR / name
 

@@ -22,6 +22,7 @@ from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 from linefuse.data.degrade import blur_kernel
 from linefuse.data.deskew import straighten
 from linefuse.data.readers import LmdbPairs
+from linefuse.digitize.score import MISSED
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
@@ -428,6 +429,43 @@ def test_eval_json_reports_how_legible_the_tick_labels_are(evaluated):
                     assert block["chart"][domain][level][name]["ocr_cer"] >= 0, (domain, name)
 
 
+def _pairs_taken(project: Path, split: str, level: str, per_domain: int | None) -> int:
+    """The pairs of the first `per_domain` of each domain in the level's split."""
+    taken: dict[str, int] = {}
+    for meta in LmdbPairs(project / "data/shards" / level, split).metas:
+        taken[meta["domain"]] = taken.get(meta["domain"], 0) + 1
+    return sum(count if per_domain is None else min(count, per_domain) for count in taken.values())
+
+
+@needs_tesseract
+def test_eval_json_reports_the_data_digitized_with_no_sidecar(evaluated):
+    """digitized: per split and level, the input, the model's output and the sharp
+    chart of the first eval.digitize.max_images pairs of each domain, digitized from their
+    pixels and scored against the chart's data: the share calibrated, the median curve error
+    (in % of the y range, MISSED for a chart not read) and how often the model lowered it; the
+    headline's digitize_* figures are the means over levels."""
+    report = _detail(evaluated)
+    params = tiny_params()["eval"]
+    model, most = f"model_s{params['steps']}", params["digitize"]["max_images"]
+    for block, split in ((report, "test"), (report["held_out"], "held_out")):
+        assert set(block["digitized"]) == set(LEVELS)
+        for level, row in block["digitized"].items():
+            assert row["charts"] == _pairs_taken(evaluated, split, level, most) > 0
+            assert set(row) == {"input", model, "sharp", "model_lowers_error", "charts"}
+            assert 0 <= row["model_lowers_error"] <= 1
+            for name in ("input", model, "sharp"):
+                assert 0 <= row[name]["calibrated"] <= 1, (split, level, name)
+                assert 0 <= row[name]["curve_error_pct_median"] <= MISSED, (split, level, name)
+    headline = json.loads((evaluated / "metrics/eval.json").read_text())
+    for key, figure in (
+        ("digitize_error_pct", "curve_error_pct_median"),
+        ("digitize_calibrated", "calibrated"),
+    ):
+        assert headline[key]["model"] == pytest.approx(
+            np.mean([row[model][figure] for row in report["digitized"].values()]), abs=1e-4
+        )
+
+
 def test_without_tesseract_the_ocr_figures_are_null(evaluated, tmp_path, monkeypatch, caplog):
     """Where the tesseract program is missing evaluate still runs: one warning names the fix, and
     every ocr_cer figure is null beside the labels that would have been read."""
@@ -442,6 +480,7 @@ def test_without_tesseract_the_ocr_figures_are_null(evaluated, tmp_path, monkeyp
     assert len(warnings) == 1 and "apt-get install tesseract-ocr" in warnings[0]
     report = _detail(project)
     model = f"model_s{params['eval']['steps']}"
+    assert "digitized" not in report  # nothing is digitized without Tesseract
     for level, cell in report["ocr_cer"].items():
         assert cell == {"input": None, model: None, "sharp": None, "labels": cell["labels"]}
         assert cell["labels"] == _labels_read(project, "test", level, 1) > 0

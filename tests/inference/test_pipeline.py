@@ -17,6 +17,8 @@ from diffusers import DiffusionPipeline
 from PIL import Image
 
 from linefuse.data.images import load_rgb
+from linefuse.digitize import Unreadable, digitize_many
+from linefuse.digitize.outputs import csv_text
 from linefuse.inference import pipeline as pipeline_module
 from linefuse.inference.pipeline import LineFusePipeline, pipeline_from_params
 from linefuse.inference.restorer import Restorer
@@ -24,7 +26,7 @@ from linefuse.params.full import parse_params
 from linefuse.stage import UserError
 from linefuse.train.model import add_lora, build_unet, save_adapter, save_base
 
-from conftest import tiny_params
+from conftest import ROOT, needs_tesseract, tiny_params
 
 
 def _random_base(folder: Path, config_update: dict | None = None) -> Path:
@@ -183,3 +185,21 @@ def test_the_docstring_example_runs(models, tmp_path):
     buffer = io.BytesIO()
     Image.fromarray(adapted.restore_image(_chart(), 1)).save(buffer, "PNG")
     assert np.array_equal(restored, np.asarray(Image.open(buffer)))
+
+
+@needs_tesseract
+def test_digitize_gives_the_series_read_from_each_restored_chart(models):
+    """digitize=True: beside each restored image, what linefuse.digitize reads from it: a
+    default chart is read, series and all, where the (random) model leaves it readable; a blank
+    frame is an Unreadable saying why; without it, no readings."""
+    fixture = ROOT / "tests/digitize/fixtures/chart_00039.png"
+    chart = np.asarray(Image.open(fixture).convert("RGB"))
+    blank = np.full((120, 160, 3), 255, np.uint8)
+    pipe = LineFusePipeline.from_pretrained(models["pipeline"])
+    out = pipe([chart, blank], output_type="np", digitize=True)
+    expected = digitize_many(out.images)
+    assert [type(found) for found in out.digitized] == [type(e) for e in expected]
+    assert isinstance(out.digitized[1], Unreadable) and str(out.digitized[1]) == str(expected[1])
+    if not isinstance(expected[0], Unreadable):
+        assert csv_text(out.digitized[0]) == csv_text(expected[0])
+    assert pipe(chart).digitized is None

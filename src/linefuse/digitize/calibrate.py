@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 from PIL import Image
 
+from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
 from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
@@ -25,6 +27,7 @@ from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
+SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's are not asked
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
 # each word is read darkened by each (evaluate/ocr's gammas suit 9 px labels; the digitizer's
@@ -42,6 +45,7 @@ class Tick:
     text: str
     box: tuple[float, float, float, float]
     word: int = 0  # which word of its axis: readings of one word are candidates for one tick
+    by_label_reader: bool = False  # read by LineFuse's label reader, not Tesseract
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
     read = []
     for first in range(0, len(lines), MAX_LINES):
         read += [text for text, _ in _read_page(lines[first : first + MAX_LINES])]
+    crnn = iter(_read_by_label_reader(items))
     variants, first, found = len(GAMMAS), 0, []
     for _, frame in items:
         axes = []
@@ -116,9 +121,40 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
                 texts = read[first : first + variants]
                 first += variants
                 ticks += _candidates(axis, index, word, texts)
+                ticks += [
+                    replace(tick, by_label_reader=True)
+                    for tick in _candidates(axis, index, word, [next(crnn)])
+                    if math.isfinite(tick.value)
+                ]
             axes.append(ticks + _points_dropped(ticks))
         found.append((axes[0], axes[1]))
     return found
+
+
+@cache
+def _label_reader():
+    """The label reader LineFuse ships (inference/label_reader.py), loaded once."""
+    from linefuse.inference.label_reader import LabelReader
+
+    return LabelReader.from_pretrained(str(paths.zoo_model(paths.LABEL_READER))).eval()
+
+
+def _read_by_label_reader(items: list[tuple[np.ndarray, Frame]]) -> list[str]:
+    """What the label reader reads in each word of each (image, frame), in read_ticks' order."""
+    import torch
+
+    from linefuse.inference.label_reader import read_labels
+
+    reader = _label_reader()
+    texts = []
+    for image, frame in items:
+        words = frame.x_words + frame.y_words
+        if not words:
+            continue
+        pixels = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 127.5 - 1
+        boxes = torch.tensor([[0, *word.box] for word in words], dtype=torch.float32)
+        texts += read_labels(reader, pixels, boxes)
+    return texts
 
 
 def _pointed(texts: list[str], word: Word) -> list[str]:
@@ -248,8 +284,21 @@ def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.nd
 
 def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
-    than MIN_TICKS agree."""
-    good = [t for t in ticks if math.isfinite(t.value)]
+    than MIN_TICKS agree. Tesseract's readings are fitted first; the label reader's join them
+    where fewer than SURE_TICKS of those agree (it reads tiny labels better, but a digit it
+    drops from every label makes a consistent, wrong axis that must not outvote Tesseract's)."""
+    tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
+    if tesseract is not None and len(tesseract.used) >= SURE_TICKS:
+        return tesseract
+    both = _fit(name, ticks, ticks)
+    if tesseract is None or (both is not None and len(both.used) > len(tesseract.used)):
+        return both
+    return tesseract
+
+
+def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
+    """fit_axis over `candidates` of the axis's `ticks`."""
+    good = [t for t in candidates if math.isfinite(t.value)]
     if len({t.word for t in good}) < MIN_TICKS:
         return None
     points = np.array([t.position for t in good])

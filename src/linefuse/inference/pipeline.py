@@ -24,6 +24,7 @@ imported: this module registers the class where diffusers looks pipeline classes
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,14 @@ from linefuse.stage import UserError, atomic_dir
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
+
+
+@dataclass
+class LineFusePipelineOutput(ImagePipelineOutput):
+    """diffusers' image output, and with `digitize=True` each restored chart's data read back
+    (linefuse.digitize: a Digitized, its series in data units, or the Unreadable saying why)."""
+
+    digitized: list | None = None
 
 
 # a diffusers pipeline runs its registered torch modules
@@ -122,10 +131,12 @@ class LineFusePipeline(DiffusionPipeline):
         deskew: str | None = None,
         seed: int = 0,
         output_type: str = "pil",
-    ) -> ImagePipelineOutput:
+        digitize: bool = False,
+    ) -> LineFusePipelineOutput:
         """Restores `images` (one, or a list) of any size: straightened first (`deskew`: auto,
         always or never; the saved eval.deskew unless told), whole when they fit, else tiled,
-        in `steps` DDIM steps (the saved default unless told)."""
+        in `steps` DDIM steps (the saved default unless told); `digitize`: and reads each
+        restored chart's series in data units (`.digitized`, as `linefuse digitize` does)."""
         if isinstance(images, Image.Image | np.ndarray):
             images = [images]
         images = [_rgb(image, position) for position, image in enumerate(images)]
@@ -141,9 +152,14 @@ class LineFusePipeline(DiffusionPipeline):
             restorer.restore_image(image, steps, seed, deskew=deskew)
             for image in self.progress_bar(images)
         ]
-        if output_type == "np":
-            return ImagePipelineOutput(images=restored)
-        return ImagePipelineOutput(images=[Image.fromarray(image) for image in restored])
+        digitized = None
+        if digitize:
+            from linefuse.digitize import digitize_many
+
+            digitized = digitize_many(restored)
+        if output_type != "np":
+            restored = [Image.fromarray(image) for image in restored]
+        return LineFusePipelineOutput(images=restored, digitized=digitized)
 
     def restorer(self) -> Restorer:
         """The Restorer over this pipeline's modules, on its device (made again after .to or

@@ -1,0 +1,43 @@
+"""evaluate's digitize table: per level, pooled over domains, the share of charts calibrated,
+the median curve error and how often the model lowered it, for the input, the model and the
+sharp chart; each library's cells kept to its own charts."""
+
+from __future__ import annotations
+
+from linefuse.evaluate.scoring import Cell
+from linefuse.evaluate.tables import _digitized_by_level
+
+MODEL = "model_s1"
+
+
+def _cell(readings: dict[str, list[tuple[bool, float]]], libraries: list[str]) -> Cell:
+    cell = Cell()
+    for name, values in readings.items():
+        cell.digitized[name] = list(values)
+    cell.digitized_libraries = list(libraries)
+    return cell
+
+
+def test_a_level_pools_its_domains_charts():
+    gaussian = _cell(
+        {
+            "input": [(False, 100.0), (True, 4.0)],
+            MODEL: [(True, 1.0), (True, 5.0)],
+            "sharp": [(True, 0.5), (True, 0.7)],
+        },
+        ["matplotlib", "plotnine"],
+    )
+    motion = _cell(
+        {"input": [(True, 3.0)], MODEL: [(True, 2.0)], "sharp": [(True, 0.5)]}, ["matplotlib"]
+    )
+    table = _digitized_by_level({"gaussian": {"hard": gaussian}, "motion": {"hard": motion}}, MODEL)
+    row = table["hard"]
+    assert row["charts"] == 3
+    assert row["input"] == {"calibrated": round(2 / 3, 4), "curve_error_pct_median": 4.0}
+    assert row[MODEL] == {"calibrated": 1.0, "curve_error_pct_median": 2.0}
+    assert row["sharp"]["curve_error_pct_median"] == 0.5
+    assert row["model_lowers_error"] == round(2 / 3, 4)  # 1 < 100, 5 > 4, 2 < 3
+
+    mine = gaussian.of_library("plotnine")
+    assert mine.digitized == {"input": [(True, 4.0)], MODEL: [(True, 5.0)], "sharp": [(True, 0.7)]}
+    assert mine.digitized_libraries == ["plotnine"]
