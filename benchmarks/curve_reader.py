@@ -21,7 +21,7 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts import generate
-from linefuse.evaluate.curves import curve_errors, read_truth, shown_columns
+from linefuse.digitize.curves import curve_errors, read_truth, shown_columns
 from linefuse.params.full import load_params
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     from linefuse.data.charts import generate
     from linefuse.data.degrade import degrade, item_rng
+    from linefuse.digitize.curves import read_truth, shown_columns
     from linefuse.evaluate.baselines import baselines
-    from linefuse.evaluate.curves import read_truth, shown_columns
     from linefuse.evaluate.scoring import score_pairs, scoring_map
     from linefuse.hardware import machine_summary
     from linefuse.params.full import load_params

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from linefuse.cli import main
-from linefuse.evaluate.ocr import missing
+from linefuse.digitize.ocr import missing
 
 # Tests that read tick labels need Tesseract, which `make test` installs (and then sets
 # LINEFUSE_REQUIRE_TESSERACT, so that they fail rather than skip where it could not).

@@ -45,7 +45,7 @@ LAUNCH = (
 # The files besides Python that a module reads, so that stages running it depend on them too.
 DATA_FILES = {
     "linefuse.train.model": ("src/linefuse/train/configs", "src/linefuse/zoo"),
-    "linefuse.inference.label_reader": ("src/linefuse/zoo",),
+    "linefuse.digitize.label_reader": ("src/linefuse/zoo",),
     "linefuse.report.report": (
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",

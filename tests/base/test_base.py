@@ -19,7 +19,7 @@ from linefuse.base.scores import scoring_charts
 from linefuse.data.charts import base_chart_params, draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.stream import ChartPairs
-from linefuse.evaluate import ocr
+from linefuse.digitize import ocr
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer
 from linefuse.params import ParamsError

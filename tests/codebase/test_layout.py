@@ -14,8 +14,10 @@ from conftest import ROOT
 
 PACKAGE = ROOT / "src" / "linefuse"
 # lower layers never import higher ones; the core (params, paths, stage, hardware) imports no
-# subpackage. Inference (loading a model, sampling, tiling, the restorer) sits under training
-# and the service, which sit side by side. evaluate and report sit side by side and do not
+# subpackage. Reading a chart back from its pixels (digitize: its text by Tesseract and the label
+# reader, its curves, its axes) sits on data, under everything that restores or scores.
+# Inference (loading a model, sampling, tiling, the restorer) sits under training and the
+# service, which sit side by side. evaluate and report sit side by side and do not
 # import each other. Each stage's entry module (linefuse.stages) sits above them all; the stage
 # graph (pipeline.py) sits with the cli at the top: it names every stage. The base's training
 # (linefuse.base: bank, windows, landing, card) trains through train and scores through
@@ -23,6 +25,7 @@ PACKAGE = ROOT / "src" / "linefuse"
 LAYERS = {
     "core": 0,
     "data": 1,
+    "digitize": 1.5,
     "inference": 2,
     "train": 3,
     "serve": 3,
@@ -34,7 +37,17 @@ LAYERS = {
 }
 # above the layers: scoring a model restores it as the service does, through inference alone
 APART = {("evaluate", "train"), ("evaluate", "serve")}
-SUBPACKAGES = {"data", "inference", "train", "serve", "evaluate", "report", "stages", "base"}
+SUBPACKAGES = {
+    "data",
+    "digitize",
+    "inference",
+    "train",
+    "serve",
+    "evaluate",
+    "report",
+    "stages",
+    "base",
+}
 
 
 def _layer(module: str) -> str:

@@ -22,7 +22,7 @@ from linefuse.data.charts.facts import bundled_file
 from linefuse.data.charts.plan import chart_rng, choose_style, family_weights
 from linefuse.data.charts.registry import render_plan
 from linefuse.data.images import find_images
-from linefuse.evaluate.curves import _furniture_mask, read_truth
+from linefuse.digitize.curves import _furniture_mask, read_truth
 from linefuse.params import ParamsError
 from linefuse.params.data import ChartParams
 from linefuse.params.full import load_params, parse_params

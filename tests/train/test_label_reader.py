@@ -13,8 +13,8 @@ from PIL import Image
 from linefuse import paths
 from linefuse.data.label_patches import label_patches
 from linefuse.data.labels import encode
+from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
-from linefuse.inference.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.params import ParamsError
 from linefuse.params.full import load_params, parse_params
 

@@ -13,7 +13,7 @@ bootstrap interval, as evaluate's headline. Each split also keeps every image's 
 in chart order, so two models scored on one chart set can be compared image by image
 (base/land.py's paired rule). Where Tesseract is installed, each split also gets the
 tick labels' character error rate per level, pooled over the domains, for the input, the model
-and the sharp chart (evaluate/ocr.py), all of one chart read in one go.
+and the sharp chart (digitize/ocr.py), all of one chart read in one go.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
-from linefuse.evaluate import ocr
+from linefuse.digitize import ocr
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference.restorer import Restorer

@@ -2,7 +2,7 @@
 
 Each readable tick label (data/labels.readable) of a chart is cut out as a fixed-size patch with
 PAD image pixels above and left of its box, so thousands of labels from charts of different
-sizes stack into one array and crop_labels (inference/label_reader.py) can cut them again, with the
+sizes stack into one array and crop_labels (digitize/label_reader.py) can cut them again, with the
 box jittered, at every training step. A chart may be degraded before its labels are cut (the
 blur spreads from the chart around each label), each degradation seeded per chart.
 """

@@ -1,6 +1,6 @@
 """Tick-label text: the alphabet every reader of labels shares, and its CTC encoding.
 
-Tesseract (evaluate/ocr.py) is restricted to it, and the label reader (inference/label_reader.py)
+Tesseract (digitize/ocr.py) is restricted to it, and the label reader (digitize/label_reader.py)
 predicts it: what tick labels hold. matplotlib draws U+2212 as its minus sign, read as '-'.
 """
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from linefuse.digitize.axes import Frame, find_frame
 from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
+from linefuse.digitize.ocr import missing
 from linefuse.digitize.series import Trace, trace_series
-from linefuse.evaluate.ocr import missing
 
 MIN_SIDE_PX = 32  # smaller images hold no legible chart
 # what an odd image (no chart drawer's) may raise deep in the reading: reported as unreadable

@@ -2,7 +2,7 @@
 
 A tick label is centred on its tick (x) or level with it (y), so its word's centre is the tick's
 pixel position and its text the tick's value. The words of many charts are read in one
-Tesseract call (evaluate/ocr.py's page of enlarged lines: starting Tesseract costs more than
+Tesseract call (digitize/ocr.py's page of enlarged lines: starting Tesseract costs more than
 reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value) (logarithmic)
 through every pair of ticks keeps the pair that most ticks agree with; ticks farther than
 OUTLIER_PX from it are misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest
@@ -22,7 +22,7 @@ from PIL import Image
 from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
-from linefuse.evaluate.ocr import MAX_LINES, _lines, _read_page
+from linefuse.digitize.ocr import MAX_LINES, _lines, _read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
@@ -30,7 +30,7 @@ MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can
 SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's are not asked
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
-# each word is read darkened by each (evaluate/ocr's gammas suit 9 px labels; the digitizer's
+# each word is read darkened by each (digitize/ocr's gammas suit 9 px labels; the digitizer's
 # words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
 GAMMAS = (1.5, 3.0)
 TEXT_CONTRAST = 200.0  # RGB distance from the background drawn black on the page
@@ -133,8 +133,8 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
 
 @cache
 def _label_reader():
-    """The label reader LineFuse ships (inference/label_reader.py), loaded once."""
-    from linefuse.inference.label_reader import LabelReader
+    """The label reader LineFuse ships (digitize/label_reader.py), loaded once."""
+    from linefuse.digitize.label_reader import LabelReader
 
     return LabelReader.from_pretrained(str(paths.zoo_model(paths.LABEL_READER))).eval()
 
@@ -143,7 +143,7 @@ def _read_by_label_reader(items: list[tuple[np.ndarray, Frame]]) -> list[str]:
     """What the label reader reads in each word of each (image, frame), in read_ticks' order."""
     import torch
 
-    from linefuse.inference.label_reader import read_labels
+    from linefuse.digitize.label_reader import read_labels
 
     reader = _label_reader()
     texts = []

@@ -3,7 +3,7 @@
 Inside the box, what is neither the plot area's background nor a straight line of the frame
 (spines, grid) is the series' ink, and some text (a legend, an annotation). Its colours cluster:
 each series is one colour, its anti-aliased edges blends of that colour with the background.
-Each cluster is then read by evaluate/curves.py's line follower (the cheapest continuous path of
+Each cluster is then read by digitize/curves.py's line follower (the cheapest continuous path of
 runs, one a column, through crossings, dash gaps and markers), as it reads a chart's main series
 given its sidecar; here the colour, width and dash come from the pixels. A cluster whose path
 covers little of the box is text or a legend's swatch, not a series.
@@ -18,7 +18,7 @@ import numpy as np
 from scipy import ndimage
 
 from linefuse.digitize.axes import INK, Frame, distance
-from linefuse.evaluate.curves import ChartTruth, _background, _follow_line, _series_ink
+from linefuse.digitize.curves import ChartTruth, _background, _follow_line, _series_ink
 
 SPINE_INSET_PX = 2  # box rows and columns this close to its edge hold the spines
 FAR_LABELS = 1.5  # label heights: tick labels farther out than this have no spine beside them
@@ -141,7 +141,7 @@ def _width(ink: np.ndarray) -> float:
 
 
 def _follow(box, background, colour, width, dashed, rows, cols):
-    """evaluate/curves' follower for one colour: (column indices, centre rows)."""
+    """curves.py's follower for one colour: (column indices, centre rows)."""
     truth = ChartTruth(
         width=0,
         height=0,

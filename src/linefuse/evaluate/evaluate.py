@@ -11,7 +11,7 @@ the input. A centred tile of a few images per cell is also restored at every ste
 `eval.sweep`, timed per megapixel.
 Charts also get LineFuse's peak-position and integral errors, and the first `eval.ocr.max_images`
 of each cell the legibility of their tick labels: Tesseract's character error rate on the input,
-the model and the sharp chart (evaluate/ocr.py), pooled per level (ocr_cer) and per cell (the
+the model and the sharp chart (digitize/ocr.py), pooled per level (ocr_cer) and per cell (the
 chart block's ocr_cer). The held-out chart families get the same tables apart, and so does each
 plotting library that drew charts, on the split it is scored on.
 
@@ -38,8 +38,8 @@ from tqdm import tqdm
 from linefuse import paths
 from linefuse.data.deskew import straighten
 from linefuse.data.readers import LmdbPairs
-from linefuse.evaluate import ocr
-from linefuse.evaluate.curves import ChartTruth, read_truth
+from linefuse.digitize import ocr
+from linefuse.digitize.curves import ChartTruth, read_truth
 from linefuse.evaluate.metrics import psnr
 from linefuse.evaluate.outputs import write_outputs
 from linefuse.evaluate.scoring import Scores, first_per_domain, score_level, scoring_map

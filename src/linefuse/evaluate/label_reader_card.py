@@ -18,8 +18,8 @@ import yaml
 
 from linefuse import paths, stage
 from linefuse.data.label_patches import label_patches
-from linefuse.evaluate.ocr import edit_distance
-from linefuse.inference.label_reader import LabelReader, read_labels
+from linefuse.digitize.label_reader import LabelReader, read_labels
+from linefuse.digitize.ocr import edit_distance
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -76,7 +76,7 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         f"# LineFuse {cfg.name}",
         "",
-        "A small CRNN (linefuse.inference.label_reader.LabelReader, a diffusers `ModelMixin`: four",
+        "A small CRNN (linefuse.digitize.label_reader.LabelReader, a diffusers `ModelMixin`: four",
         "conv blocks, a bidirectional GRU, CTC over the characters `0123456789.-+e`) that reads",
         "a chart's tick labels from their boxes. Its CTC loss on restored label crops can join",
         "the base's pixel loss, so a restorer is taught to draw the right digits.",

@@ -11,7 +11,8 @@ file's key order in its columns):
   mean PSNR gain over the base alone (no adapter), with its interval;
 - worst_cell_gain_db: the smallest cell gain; sharp_worst_psnr: the model's worst PSNR on a chart
   that was sharp already (what a restoration must not harm);
-- held_out.*: the same for the held-out split (when there is one), but its worst cell;
+- held_out.*: the same for the held-out split (when there is one), but its worst cell and the
+  interval of its adapt_gain_db;
 - lib.<library> (gain_db, adapt_gain_db, ocr_cer): each plotting library's mean gain, what
   adapting bought on it and its tick labels' error rate after the model, on the test split, or
   the held-out split for a held-out library (eval_detail.json's `libraries`: intervals, counts);
@@ -23,9 +24,9 @@ file's key order in its columns):
   position error in the chart's x unit (nm);
 - ocr_cer (.input, .model): the tick labels' character error rate, the mean over levels of each
   level's pooled rate (each level counts the same, as each cell does in gain_db);
-- digitize_error_pct (.input, .model, .sharp): the data read back with no sidecar (linefuse
-  digitize): the mean over levels of each level's median curve error, in % of the y range;
-  digitize_calibrated (the same three): the share of charts whose axes it calibrated;
+- digitize_error_pct (.input, .model): the data read back with no sidecar (linefuse digitize):
+  the mean over levels of each level's median curve error, in % of the y range (a chart whose
+  axes it could not read counts as 100; the detail's `digitized` has the share calibrated);
 - seconds_per_megapixel: restoring whole images at `steps` on this machine.
 
 A figure evaluate could not make (no held-out family, no sweep, no Tesseract) is left out.
@@ -117,7 +118,9 @@ def headline(detail: dict, params: Params) -> dict:
     steps = params.eval.steps
     out = _split_headline(detail, steps)  # the mean gain first: dvc exp show keeps this order
     if held := _split_headline(detail.get("held_out", {}), steps):
-        held.pop("worst_cell_gain_db", None)  # in the detail: the 40 leaves hold the libraries'
+        # in the detail: the 40 leaves hold the libraries' and the data digitized
+        for key in ("worst_cell_gain_db", "adapt_gain_db_low", "adapt_gain_db_high"):
+            held.pop(key, None)
         out["held_out"] = held
     if libraries := detail.get("libraries"):
         out["lib"] = {name: _library_headline(b, steps) for name, b in libraries.items()}
@@ -146,16 +149,11 @@ def headline(detail: dict, params: Params) -> dict:
             name: round(float(np.mean([rate[name] for rate in by_level])), 4)
             for name in ("input", "model")
         }
-    if digitized := detail.get("digitized"):
-        names = {"input": "input", "model": f"model_s{steps}", "sharp": "sharp"}
-        for key, figure in (
-            ("digitize_error_pct", "curve_error_pct_median"),
-            ("digitize_calibrated", "calibrated"),
-        ):
-            out[key] = {
-                short: round(float(np.mean([row[name][figure] for row in digitized.values()])), 4)
-                for short, name in names.items()
-            }
+    if rows := list(detail.get("digitized", {}).values()):
+        out["digitize_error_pct"] = {
+            short: round(float(np.mean([row[name]["curve_error_pct_median"] for row in rows])), 4)
+            for short, name in (("input", "input"), ("model", f"model_s{steps}"))
+        }
     if (seconds := detail["machine"].get(f"seconds_per_megapixel_s{steps}")) is not None:
         out["seconds_per_megapixel"] = seconds
     out["steps"] = steps

@@ -19,12 +19,11 @@ import numpy as np
 import torch
 
 from linefuse.data.labels import normalise
-from linefuse.digitize import digitize_many
+from linefuse.digitize import digitize_many, ocr
+from linefuse.digitize.curves import ChartTruth, curve_errors, shown_columns
 from linefuse.digitize.score import reading_score
-from linefuse.evaluate import ocr
 from linefuse.evaluate.baselines import baselines
 from linefuse.evaluate.chart_metrics import chart_errors
-from linefuse.evaluate.curves import ChartTruth, curve_errors, shown_columns
 from linefuse.evaluate.metrics import psnr, ssim
 
 if TYPE_CHECKING:

@@ -100,7 +100,7 @@ class BaseParams(Strict):
 
 class LabelReaderParams(Strict):
     """`linefuse label-reader` (make label-reader): the CRNN that reads tick labels, trained once
-    on sharp label crops and shipped in linefuse/zoo/<name> (inference/label_reader.py)."""
+    on sharp label crops and shipped in linefuse/zoo/<name> (digitize/label_reader.py)."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     charts: PositiveInt

@@ -20,8 +20,8 @@ from tqdm import tqdm
 
 from linefuse.data.charts import base_chart_params
 from linefuse.data.label_patches import label_patches
+from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
-from linefuse.inference.label_reader import LabelReader, ctc_loss
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params

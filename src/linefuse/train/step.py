@@ -16,8 +16,8 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from linefuse import paths
+from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import host_to_device
-from linefuse.inference.label_reader import LabelReader, ctc_loss
 from linefuse.inference.model import predict
 from linefuse.inference.sampler import restored_from
 from linefuse.stage import UserError

@@ -1,6 +1,6 @@
 """The label reader: a small CRNN that reads tick labels, and the CTC loss it gives restorations.
 
-A restorer can return sharp-looking but wrong digits; Tesseract (evaluate/ocr.py) scores that
+A restorer can return sharp-looking but wrong digits; Tesseract (digitize/ocr.py) scores that
 after the fact, while this reader's CTC loss on the restored label crops can be added to the
 pixel loss during training (as NAF-DPM does with its CRNN). It reads grey crops of a fixed height
 and width cut by `crop_labels`, the same way for training the reader and for the loss, and

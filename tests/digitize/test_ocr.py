@@ -9,7 +9,7 @@ from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.labels import normalise
-from linefuse.evaluate import ocr
+from linefuse.digitize import ocr
 from linefuse.params.full import load_params
 
 from conftest import ROOT, needs_tesseract

@@ -17,7 +17,7 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from linefuse.data.charts.matplotlib_drawer import plot_furniture
-from linefuse.evaluate.curves import (
+from linefuse.digitize.curves import (
     ChartTruth,
     curve_errors,
     extract_curve,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linefuse.evaluate.ocr import Label
+from linefuse.digitize.ocr import Label
 
 SPINE_INSET_PX = 2.0  # rows and columns this close to the plot box's edge hold the axes' spines
 FURNITURE_MARGIN_PX = 1.0  # around the sidecar's boxes and lines: their anti-aliasing
@@ -58,7 +58,7 @@ class ChartTruth:
     plot_box is (left, top, right, bottom) in image pixels; colour is 0-255 RGB; wavelength
     ascends. boxes and lines are the sidecar's furniture (legend and text boxes; grid lines as
     polylines with their width and colour), in image pixels: never the curve. A sidecar without
-    furniture (a user's own) has none. labels are its tick labels, text and box (evaluate/ocr).
+    furniture (a user's own) has none. labels are its tick labels, text and box (digitize/ocr.py).
     """
 
     width: int
