@@ -86,6 +86,8 @@ def test_the_readme_shows_the_run_it_describes(trained_project, tmp_path, capsys
     assert f"| {headline['sharp_worst_psnr']:.1f} dB |" in run
     curve = headline["curve_rmse_pct_median"]
     assert f"| {curve['input']:.2f} → {curve['model']:.2f} |" in run
+    digitized = headline["digitize_error_pct"]  # the mean over levels, as the headline's
+    assert f"| {digitized['input']:.2f} → {digitized['model']:.2f} |" in run
     worst = min(
         (cell["mean"], f"{domain} {level}")
         for domain, by_level in detail["psnr_gain_s1"].items()

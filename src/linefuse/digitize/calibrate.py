@@ -151,7 +151,7 @@ def _read_by_label_reader(items: list[tuple[np.ndarray, Frame]]) -> list[str]:
         words = frame.x_words + frame.y_words
         if not words:
             continue
-        pixels = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 127.5 - 1
+        pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1)[None].float() / 127.5 - 1
         boxes = torch.tensor([[0, *word.box] for word in words], dtype=torch.float32)
         texts += read_labels(reader, pixels, boxes)
     return texts

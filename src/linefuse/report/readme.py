@@ -109,7 +109,8 @@ def _input_to_model(entries: list[dict], model: str) -> list | None:
 def split_column(name: str, headline: dict, block: dict, steps: int) -> dict:
     """One split's figures: the headline's gain, interval, images and sharp chart; from its
     tables, the weakest cell, the median curve error of the input and the model (in % of the
-    chart's range) and the tick labels' error rate (the mean over levels, as the headline)."""
+    chart's range), the tick labels' error rate and the curve error of the data digitized with no
+    sidecar (each the mean over levels, as the headline)."""
     model = f"model_s{steps}"
     curve = block.get("chart_summary", {}).get("curve_rmse_pct_of_range", {})
     medians = {key: entry["median"] for key, entry in curve.items() if isinstance(entry, dict)}
@@ -121,6 +122,13 @@ def split_column(name: str, headline: dict, block: dict, steps: int) -> dict:
         "sharp": headline.get("sharp_worst_psnr"),
         "curve": _input_to_model([medians], model),
         "cer": _input_to_model(list(block.get("ocr_cer", {}).values()), model),
+        "digitized": _input_to_model(
+            [
+                {name: row[name]["curve_error_pct_median"] for name in ("input", model)}
+                for row in block.get("digitized", {}).values()
+            ],
+            model,
+        ),
     }
 
 
