@@ -138,12 +138,13 @@ def run_digitize(params: ServingSections, args: argparse.Namespace) -> None:
         from linefuse.hardware import logged_device
 
         device = logged_device(params, "digitize", args.device)  # before the model libraries
-        from linefuse.inference.restorer import Restorer
+        from linefuse.inference.restorer import Restorer, check_steps
         from linefuse.serve.settings import restore_steps
 
+        steps = args.steps or restore_steps(params)
+        check_steps(params, steps)
         adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
         restorer = Restorer.from_params(params, adapter, device.value)
-        steps = args.steps or restore_steps(params)
         restore = partial(restorer.restore_image, steps=steps, seed=args.seed)
     from linefuse.digitize.outputs import digitize_files
 
@@ -337,17 +338,22 @@ def _add_restore(commands) -> None:
         sections=ServingSections,
     )
     restore.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders")
-    restore.add_argument(
+    restore.add_argument("--out", required=True, help="folder for the restored PNGs")
+    _add_model_options(restore)
+
+
+def _add_model_options(command) -> None:
+    """What restore and digitize restore with: the adapter, the steps, the seed, the device."""
+    command.add_argument(
         "--adapter",
         help=f"an adapter folder (default: {paths.LORA_DIR}/LEVEL "
         f"for the last level of train.curriculum, as serve uses)",
     )
-    restore.add_argument(
+    command.add_argument(
         "--steps", type=int, help="DDIM steps (default: serve.default_steps, else eval.steps)"
     )
-    restore.add_argument("--seed", type=int, default=0)
-    restore.add_argument("--out", required=True, help="folder for the restored PNGs")
-    restore.add_argument("--device", choices=DEVICES, help="overrides compute.device")
+    command.add_argument("--seed", type=int, default=0)
+    command.add_argument("--device", choices=DEVICES, help="overrides compute.device")
 
 
 def _add_digitize(commands) -> None:
@@ -366,14 +372,7 @@ def _add_digitize(commands) -> None:
     digitize.add_argument(
         "--no-restore", action="store_true", help="digitize the images as they are (sharp ones)"
     )
-    digitize.add_argument(
-        "--adapter", help="the adapter that restores (default: as restore and serve use)"
-    )
-    digitize.add_argument(
-        "--steps", type=int, help="DDIM steps (default: serve.default_steps, else eval.steps)"
-    )
-    digitize.add_argument("--seed", type=int, default=0)
-    digitize.add_argument("--device", choices=DEVICES, help="overrides compute.device")
+    _add_model_options(digitize)
 
 
 def _add_serve(commands) -> None:

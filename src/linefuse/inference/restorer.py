@@ -214,6 +214,14 @@ def shrink_change(restored: np.ndarray, blurred: np.ndarray, grey_levels: float)
     return blurred + np.sign(change) * np.maximum(np.abs(change) - threshold, np.float32(0.0))
 
 
+def check_steps(params: Params, steps: int) -> None:
+    """A command's --steps, within what the model was trained for."""
+    if not 1 <= steps <= params.model.train_timesteps:
+        raise UserError(
+            f"--steps {steps}: accepts 1 to {params.model.train_timesteps} (model.train_timesteps)"
+        )
+
+
 def restore_files(
     params: Params,
     inputs: list[str],
@@ -230,10 +238,7 @@ def restore_files(
     from linefuse.data.images import image_files, load_rgb
 
     files, skipped = image_files(inputs)
-    if not 1 <= steps <= params.model.train_timesteps:
-        raise UserError(
-            f"--steps {steps}: accepts 1 to {params.model.train_timesteps} (model.train_timesteps)"
-        )
+    check_steps(params, steps)
     restorer = Restorer.from_params(params, adapter, device)
     out_dir.mkdir(parents=True, exist_ok=True)
     restored = 0
