@@ -128,11 +128,12 @@ sweep: $(STAMP)
 # lint and format (pyproject's [tool.ruff]) before the suite; the suite runs `snakemake --lint`.
 # Tesseract and Chromium are installed first, so the tests that read tick labels or drive the
 # browser must run, not skip; so must the read-only output trials (they mount with unshare).
-# The tests run on a pytest-xdist worker per core (PYTEST_WORKERS=0: in one process), handed out
-# one at a time in conftest's order, the slowest first; the engines' builds and the tiny project
-# are made once and shared (tests/conftest.py). The slowest 20 tests and fixtures are listed at the end: where the
-# suite's 15 minutes go.
-PYTEST_WORKERS ?= auto
+# The tests run on pytest-xdist workers, one more than the cores (PYTEST_WORKERS=0: in one
+# process): many tests wait on a stage's process, SLURM's polls or a paced restore, and the extra
+# worker uses those waits. They are handed out one at a time in conftest's order, the slowest
+# first; the engines' builds and the tiny project are made once and shared (tests/conftest.py).
+# The slowest 20 tests and fixtures are listed at the end: where the suite's minutes go.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 LINEFUSE_REQUIRE_MOUNTS=1 \
   $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
   --dist load --maxschedchunk 1 --durations=20

@@ -53,9 +53,9 @@ PIPELINE_FIXTURES = frozenset(
 
 
 def pytest_configure(config) -> None:
-    """Under pytest-xdist (`make test` runs a worker per core) each worker's torch, and every
-    process it starts, gets its share of the cores: more threads than cores only wait on each
-    other at torch's barriers."""
+    """Under pytest-xdist (`make test` runs one more worker than cores) each worker's torch, and
+    every process it starts, gets its share of the cores (at least one thread): more threads
+    than cores only wait on each other at torch's barriers."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         threads = max(1, len(os.sched_getaffinity(0)) // workers)

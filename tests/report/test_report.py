@@ -203,11 +203,24 @@ def test_the_page_holds_the_real_numbers_plots_samples_and_params(reported, dvc_
         rates = [cell[name] for name in ("input", model, "sharp")]
         assert [text for text, _ in row[-4:-1]] == ["–" if v is None else f"{v:.3f}" for v in rates]
         assert row[-1][0] == str(cell["labels"])
+    # digitized: a row per level, the median curve error of the input, the model and the sharp
+    # chart, the share of each calibrated, how often the model read closer, and the charts
+    rows = _table(page, "Data read back with no sidecar (linefuse digitize)")[2:]
+    assert len(rows) == len(report["digitized"]) == 3
+    for row in rows:
+        cell = report["digitized"][row[-9][0]]
+        errors = [cell[name]["curve_error_pct_median"] for name in ("input", model, "sharp")]
+        calibrated = [cell[name]["calibrated"] for name in ("input", model, "sharp")]
+        shown_row = [text for text, _ in row[-8:]]
+        assert shown_row[:3] == [f"{v:.2f}" for v in errors]
+        assert shown_row[3:6] == [f"{v:.2f}" for v in calibrated]
+        assert shown_row[6:] == [f"{cell['model_lowers_error']:.2f}", str(cell["charts"])]
     # every card has a plain name above its number; the key stays below it
     cards = [card for block in summary_blocks(report) for card in block["cards"]]
     assert cards and all(card["named"] for card in cards), [c["key"] for c in cards]
     assert page.count('<div class="name">') == len(cards) + len(_flatten(held["summary"]))
-    tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "sweep", "summary", "held_out"}
+    tabled = {"psnr", "ssim", "chart", "chart_summary", "ocr_cer", "digitized", "sweep", "summary"}
+    tabled |= {"held_out"}
     tabled |= {f"psnr_gain_s{steps}", f"adapt_gain_s{steps}", "libraries"}
     for block in set(report) - tabled:
         assert f"<code>{block}</code>" in shown  # any other block evaluate adds is shown too

@@ -48,6 +48,7 @@ TABLED = {
     "chart",
     "chart_summary",
     "ocr_cer",
+    "digitized",
     "sweep",
     "summary",
     "held_out",
@@ -222,6 +223,37 @@ def ocr_grid(block: dict, axes: Axes) -> Grid:
     columns = [(method_label(n), n) for n in [*names, "sharp"]] + [("labels", "labels")]
     note = "character error rate, lower is better"
     return Grid("Tick labels read back by Tesseract", note, [], columns, rows, css=" compact")
+
+
+def digitized_grid(block: dict, axes: Axes) -> Grid:
+    """The detail's digitized: per level, the median curve error of the data read with no
+    sidecar from the input and the model (the better in bold) and from the sharp chart, the
+    share of each whose axes were calibrated, how often the model read closer, and the charts."""
+    model = f"model_s{axes.steps}"
+    names = ["input", model]
+    errors = {
+        level: {name: row[name]["curve_error_pct_median"] for name in names}
+        for level, row in block.items()
+    }
+    rows = Axes([], axes.levels, axes.steps).rows(
+        {"every domain": errors}, _marked_sets([names], 2, lower=True)
+    )
+    for row in rows:
+        cell = block[row["level"]]
+        row["cells"].append((f"{cell['sharp']['curve_error_pct_median']:.2f}", "v", ""))
+        row["cells"] += [
+            (f"{cell[name]['calibrated']:.2f}", "v", "") for name in ("input", model, "sharp")
+        ]
+        row["cells"] += [
+            (f"{cell['model_lowers_error']:.2f}", "v", ""),
+            (str(cell["charts"]), "v", ""),
+        ]
+    columns = [(method_label(n), n) for n in [*names, "sharp"]]
+    columns += [(f"calibrated: {method_label(n)}", n) for n in ("input", model, "sharp")]
+    columns += [("model closer", "model_lowers_error"), ("charts", "charts")]
+    note = "median curve error, % of the y range (100: axes not read), lower is better"
+    caption = "Data read back with no sidecar (linefuse digitize)"
+    return Grid(caption, note, [], columns, rows, css=" compact")
 
 
 def chart_summary_table(block: dict, steps: int) -> dict:
@@ -535,6 +567,7 @@ def render(report: dict, by_steps: list, png: bytes, params: Params, params_path
         libraries=library_rows(report.get("libraries", {}), axes.steps),
         chart=chart_grid(report.get("chart", {}), axes),
         ocr=ocr_grid(report.get("ocr_cer", {}), axes),
+        digitized=digitized_grid(report.get("digitized", {}), axes),
         steps=steps_table(by_steps, report.get("sweep", {})),
         samples=samples_figure(png, scored, axes.steps, params.eval.deskew) if psnr else None,
         sections=", ".join(SECTIONS),
