@@ -158,6 +158,7 @@ def tiny_params() -> dict:
     # evaluate, restore and serve run the export evaluate writes, and every run gives its bytes
     params["eval"]["runtime"] = "onnx"
     params["eval"]["ocr"]["max_images"] = 1  # labels read on 1 image a cell: less time
+    params["eval"]["digitize"]["max_images"] = 1  # and 1 chart digitized a cell
     # several step counts, so the sweep's table, plot and few-step comparison are exercised
     params["eval"]["sweep"]["steps"] = [1, 4, 8]
     params["shards"].update(crop=32, patches_per_image=2, val_crop=48, samples_per_shard=16)
