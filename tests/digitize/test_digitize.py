@@ -104,6 +104,78 @@ def test_two_agreeing_ticks_of_three_and_a_garbled_one():
     assert axis.value(50.0) == pytest.approx(0.5)
 
 
+def _ticks(positions, texts, by_label_reader=False, first_word=0) -> list[Tick]:
+    return [
+        Tick(p, float(t), t, (p - 5, 0, p + 5, 8), first_word + i, by_label_reader)
+        for i, (p, t) in enumerate(zip(positions, texts, strict=True))
+    ]
+
+
+def test_a_misread_near_its_true_value_is_dropped_by_the_refit():
+    """A chart's x labels at their words' centres as Tesseract read them (two readings of the
+    word at 130): 750 read as 730 lies within the tolerance of the pair the most labels agree
+    with, yet tilts the least-squares line; the refit drops it, and every tick kept is one
+    drawn."""
+    positions = [47.0, 63.0, 80.5, 97.0, 113.5, 130.0, 130.0, 147.5, 164.0, 180.5, 197.0]
+    texts = ["400", "450", "500", "350", "600", "60", "650", "700", "730", "300", "50"]
+    words = [0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9]
+    ticks = [
+        Tick(p, float(t), t, (p - 5, 0, p + 5, 8), w)
+        for p, t, w in zip(positions, texts, words, strict=True)
+    ]
+    axis = fit_axis("x", ticks)
+    assert [t.text for t in axis.used] == ["400", "450", "500", "600", "650", "700"]
+    assert axis.value(164.0) == pytest.approx(750.0, abs=5.0)
+
+
+def test_evenly_spaced_labels_in_a_ratio_of_two_are_no_log_axis():
+    """10000, 20000, 40000 evenly spaced fit a log line, but log axes label whole decades: it
+    is a linear axis with a misread label (30000 read as 40000)."""
+    axis = fit_axis("y", _ticks([174.0, 94.0, 14.0], ["10000", "20000", "40000"]))
+    assert axis.scale == "linear" and [t.text for t in axis.used] == ["10000", "20000"]
+    decades = fit_axis("y", _ticks([174.0, 94.0, 14.0], ["10", "100", "1000"]))
+    assert decades.scale == "log"
+
+
+def test_the_label_reader_wins_where_it_reads_clearly_more_labels():
+    """Tesseract reads three of six labels as one digit each (4, 5, 6: a consistent but
+    wrong axis); the label reader reads all six: its axis is kept."""
+    positions = [58.0, 100.0, 142.0, 184.0, 226.0, 268.0]
+    truth = ["450", "500", "550", "600", "650", "700"]
+    tesseract = _ticks(positions[::2], ["4", "5", "6"])
+    tesseract = [Tick(t.position, t.value, t.text, t.box, 2 * t.word) for t in tesseract]
+    reader = _ticks(positions, truth, by_label_reader=True)
+    axis = fit_axis("x", tesseract + reader)
+    assert [t.text for t in axis.used] == truth
+    # where it reads only one more, Tesseract's three agreeing labels stand
+    axis = fit_axis("x", tesseract + reader[:4])
+    assert [t.text for t in axis.used] == ["4", "5", "6"]
+
+
+@needs_tesseract
+def test_crowded_x_labels_are_split_at_their_tick_marks():
+    """Ten labels at 5.5 pt on a 2.1 in figure leave gaps between labels no wider than those
+    between digits (one word without the split): the words are split at the major tick marks
+    (minor ones ignored), one a label, and the axis reads 400 to 850."""
+
+    def draw(ax):
+        ax.plot(np.linspace(400, 850, 50), np.linspace(0, 1, 50))
+        ax.set_xlim(400, 850)
+        ax.set_xticks(np.arange(400, 851, 50))
+        ax.minorticks_on()
+        ax.tick_params(labelsize=5.5)
+
+    pixels = _figure(draw, size=(2.1, 1.6), dpi=100)
+    from linefuse.digitize.axes import find_frame
+
+    frame = find_frame(pixels)
+    assert len(frame.x_words) == 10
+    result = digitize(pixels)
+    assert result.x_axis.value(result.x_axis.pixel(400.0)) == pytest.approx(400.0)
+    assert {t.value for t in result.x_axis.used} <= set(range(400, 851, 50))
+    assert len(result.x_axis.used) >= 5
+
+
 @pytest.mark.parametrize(
     ("name", "pixels", "reason"),
     [

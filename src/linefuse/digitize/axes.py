@@ -33,6 +33,9 @@ MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
 EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
 POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
+TICK_ROWS = 2  # px under the box's bottom edge that an outward x tick mark fills at least
+TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, not tick marks
+MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
 
 
 @dataclass(frozen=True)
@@ -198,9 +201,55 @@ def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
     return _words(line, gap)[-1]
 
 
-def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], list[Word]]:
-    """Words below the box (x tick labels: the first line of text under it) and left of it
-    (y tick labels: right-aligned, the column of words nearest the box)."""
+def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
+    """Centres of the x axis's labelled (major) tick marks pointing out of the box: runs of
+    columns inked down from its bottom edge for TICK_ROWS or more, the longest (MAJOR), when
+    three or more are evenly spaced; else none."""
+    left, _, right, bottom = (int(round(v)) for v in box)
+    start = max(left - 1, 0)
+    band = ink[bottom:, start : right + 1]
+    while len(band) and band[0].mean() > TICK_SHARE:  # the spine's anti-aliased second row
+        band = band[1:]
+    if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
+        return np.zeros(0)
+    lengths = np.argmin(np.vstack([band, np.zeros((1, band.shape[1]), bool)]), axis=0)
+    marked = lengths >= TICK_ROWS
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], marked.astype(np.int8), [0]])))
+    if not len(edges):
+        return np.zeros(0)
+    runs = list(zip(edges[::2], edges[1::2], strict=True))
+    longest = np.array([lengths[a:b].max() for a, b in runs])
+    centres = [
+        (a + b) / 2 + start
+        for (a, b), n in zip(runs, longest, strict=True)
+        if n >= MAJOR * longest.max()
+    ]
+    return np.array(centres) if _evenly_spaced(centres) else np.zeros(0)
+
+
+def _split_at_ticks(words: list[Word], ticks: np.ndarray) -> list[Word]:
+    """Words that span two or more tick marks (crowded labels whose gaps are as narrow as their
+    digits') split into one word per tick: each glyph joins the tick nearest its centre."""
+    split = []
+    for word in words:
+        inside = ticks[(ticks >= word.box[0]) & (ticks <= word.box[2])]
+        if len(inside) < 2:
+            split.append(word)
+            continue
+        groups: dict[int, list] = {}
+        for glyph in word.glyphs:
+            nearest = int(np.abs(inside - (glyph[0] + glyph[2]) / 2).argmin())
+            groups.setdefault(nearest, []).append(glyph)
+        split += [_words(sorted(glyphs), np.inf)[0] for _, glyphs in sorted(groups.items())]
+    return split
+
+
+def _label_words(
+    text: np.ndarray, box: tuple[float, ...], ink: np.ndarray
+) -> tuple[list[Word], list[Word]]:
+    """Words below the box (x tick labels: the first line of text under it, split at the tick
+    marks where labels crowd) and left of it (y tick labels: right-aligned, the column of words
+    nearest the box)."""
     left, top, right, bottom = (int(round(v)) for v in box)
     glyphs = [g for g in _glyphs(text) if g[3] - g[1] >= 2 or g[2] - g[0] >= 2]
     # the text's size is the size of what lies around the box, not of the curves' dots in it
@@ -214,7 +263,7 @@ def _label_words(text: np.ndarray, box: tuple[float, ...]) -> tuple[list[Word], 
     lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
     if lines and min(g[1] for g in lines[0]) <= bottom + reach:
         # the first line under the box; its labels are farther apart than their digits
-        x_words = _words(lines[0], WORD_GAP * size)
+        x_words = _split_at_ticks(_words(lines[0], WORD_GAP * size), _x_tick_marks(ink, box))
     # y labels: one a line, right-aligned near the box; the axis title beside them is farther
     # than a word's gap, and a flat glyph at a line's end is a tick mark
     beside = [g for g in glyphs if g[2] <= left - TICK_PAD]
@@ -279,14 +328,14 @@ def find_frame(image: np.ndarray) -> Frame | None:
     far = distance(image, bg)
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
     if box is not None:
-        x_words, y_words = _label_words(far > TEXT_INK, box)
+        x_words, y_words = _label_words(far > TEXT_INK, box, far > INK)
         if x_words and y_words:
             return Frame(bg, box, rows, cols, x_words, y_words)
     x_words, y_words = _labels_alone(far > TEXT_INK)
     if not x_words or not y_words:
         if box is None:
             return None
-        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box))
+        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box, far > INK))
     box = _box_from_labels(x_words, y_words, image.shape)
     none = np.zeros(0, dtype=int)
     return Frame(bg, box, none, none, x_words, y_words)

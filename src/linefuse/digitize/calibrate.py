@@ -26,8 +26,10 @@ from linefuse.digitize.ocr import MAX_LINES, _lines, _read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
+REFIT_PX = 1.5  # a tick kept must lie this near the least-squares fit of the ticks kept
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
-SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's are not asked
+SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's must add
+CLEARLY_MORE = 2  # ... this many more ticks to win
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
 # each word is read darkened by each (digitize/ocr's gammas suit 9 px labels; the digitizer's
@@ -255,8 +257,17 @@ def _robust_fit(
             best = (key, inliers)
     if best is None or best[1].sum() < MIN_TICKS:
         return None
-    inliers = best[1]
+    inliers = best[1].copy()
     offset, slope, residual = _line_fit(points[inliers], values[inliers])
+    # a misread near its true value (750 read as 730) can sit within tolerance of the pair's
+    # line yet tilt the least-squares fit: the tick farthest off it goes while it is off by more
+    # than REFIT_PX, refitting each time
+    while inliers.sum() > MIN_TICKS:
+        off = np.where(inliers, np.abs(offset + slope * values - points), 0.0)
+        if off.max() <= REFIT_PX:
+            break
+        inliers[off.argmax()] = False
+        offset, slope, residual = _line_fit(points[inliers], values[inliers])
     return offset, slope, residual, inliers
 
 
@@ -270,6 +281,16 @@ def _nice_step(slope: float, points: np.ndarray) -> bool:
     step = abs(float(np.median(spacing)) / slope)
     mantissa = step / 10.0 ** math.floor(math.log10(step))
     return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
+
+
+def _decades(slope: float, points: np.ndarray) -> bool:
+    """Whether neighbouring ticks of a log fit (px per decade `slope`) are a whole number of
+    decades apart."""
+    spacing = np.diff(np.unique(np.round(points, 1)))
+    if len(spacing) == 0:
+        return False
+    step = abs(float(np.median(spacing)) / slope)
+    return step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
 
 
 def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.ndarray:
@@ -288,10 +309,12 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     where fewer than SURE_TICKS of those agree (it reads tiny labels better, but a digit it
     drops from every label makes a consistent, wrong axis that must not outvote Tesseract's)."""
     tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
-    if tesseract is not None and len(tesseract.used) >= SURE_TICKS:
-        return tesseract
     both = _fit(name, ticks, ticks)
-    if tesseract is None or (both is not None and len(both.used) > len(tesseract.used)):
+    if tesseract is None:
+        return both
+    # once SURE_TICKS of Tesseract's agree, the label reader's must add CLEARLY_MORE ticks
+    more = CLEARLY_MORE if len(tesseract.used) >= SURE_TICKS else 1
+    if both is not None and len(both.used) >= len(tesseract.used) + more:
         return both
     return tesseract
 
@@ -321,7 +344,10 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
             tolerance,
             direction,
         )
-        if fit is not None:  # inliers over all ticks: the non-positive ones are off a log axis
+        # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
+        # (10000, 20000, 40000: a misread linear axis) are no log axis
+        if fit is not None and _decades(fit[1], points[positive][fit[3]]):
+            # inliers over all ticks: the non-positive ones are off a log axis
             inliers = np.zeros(len(good), dtype=bool)
             inliers[np.flatnonzero(positive)[fit[3]]] = True
             fits["log"] = (*fit[:3], inliers)
