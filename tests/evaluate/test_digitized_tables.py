@@ -41,3 +41,13 @@ def test_a_level_pools_its_domains_charts():
     mine = gaussian.of_library("plotnine")
     assert mine.digitized == {"input": [(True, 4.0)], MODEL: [(True, 5.0)], "sharp": [(True, 0.7)]}
     assert mine.digitized_libraries == ["plotnine"]
+
+
+def test_a_library_with_no_chart_digitized_at_a_level_has_no_row_for_it():
+    """One library's charts were the ones digitized at hard: the other's table has no hard row
+    (not a row of NaN, which is no JSON), and its easy row is its own."""
+    hard = _cell({"input": [(True, 3.0)], MODEL: [(True, 2.0)], "sharp": [(True, 0.5)]}, ["a"])
+    easy = _cell({"input": [(True, 1.0)], MODEL: [(True, 0.9)], "sharp": [(True, 0.4)]}, ["b"])
+    cells = {"gaussian": {"hard": hard.of_library("b"), "easy": easy.of_library("b")}}
+    table = _digitized_by_level(cells, MODEL)
+    assert set(table) == {"easy"} and table["easy"]["charts"] == 1

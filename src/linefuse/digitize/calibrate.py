@@ -22,7 +22,7 @@ from PIL import Image
 from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
-from linefuse.digitize.ocr import MAX_LINES, _lines, _read_page
+from linefuse.digitize.ocr import MAX_LINES, label_lines, read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
@@ -108,11 +108,11 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
         lines += [
             line
             for word in frame.x_words + frame.y_words
-            for line in _lines(gray, word.box, GAMMAS)
+            for line in label_lines(gray, word.box, GAMMAS)
         ]
     read = []
     for first in range(0, len(lines), MAX_LINES):
-        read += [text for text, _ in _read_page(lines[first : first + MAX_LINES])]
+        read += [text for text, _ in read_page(lines[first : first + MAX_LINES])]
     crnn = iter(_read_by_label_reader(items))
     variants, first, found = len(GAMMAS), 0, []
     for _, frame in items:

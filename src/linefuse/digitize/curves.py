@@ -145,7 +145,7 @@ def _rgb255(colour: list) -> tuple[float, float, float]:
     return tuple(v * 255.0 for v in rgb) if unit_floats else tuple(rgb)
 
 
-def _background(box: np.ndarray) -> np.ndarray:
+def plot_background(box: np.ndarray) -> np.ndarray:
     """The plot area's bare colour: each channel's most common value, not its median: a blurred
     grid and curves can tint more than half the plot area, but no single tint of theirs is as
     common as the bare background."""
@@ -155,7 +155,7 @@ def _background(box: np.ndarray) -> np.ndarray:
     )
 
 
-def _series_ink(
+def series_ink(
     box: np.ndarray, background: np.ndarray, colour: np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """(h, w) amount of series colour in each pixel, 0..1, how far its hue is from the series',
@@ -207,7 +207,16 @@ def _trace(
     if end_row > first_row and len(col_centres) > 0:
         box = image[first_row:end_row, first_col:end_col, :3]
         row_centres = np.arange(first_row, end_row) + top_offset + 0.5
-        path_cols, path_centres, path_crests = _follow_line(box, row_centres, col_centres, truth)
+        path_cols, path_centres, path_crests = follow_line(
+            box,
+            row_centres,
+            col_centres,
+            truth.colour,
+            truth.linewidth_px,
+            truth.linestyle not in ("-", "solid"),
+            truth.boxes,
+            truth.lines,
+        )
         inked[path_cols] = True
         centre_row[path_cols], crest_row[path_cols] = path_centres, path_crests
     intensity, crest = (
@@ -240,8 +249,15 @@ def _furniture_mask(
     return mask
 
 
-def _follow_line(
-    box: np.ndarray, row_centres: np.ndarray, col_centres: np.ndarray, truth: ChartTruth
+def follow_line(
+    box: np.ndarray,
+    row_centres: np.ndarray,
+    col_centres: np.ndarray,
+    colour,
+    linewidth_px: float,
+    dashed: bool,
+    boxes: tuple[tuple[float, float, float, float], ...] = (),
+    lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = (),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The box's columns that show the line, and the line's centre row and crest row in each
     (chart pixels; see _crest_rows).
@@ -253,24 +269,25 @@ def _follow_line(
     and text boxes are other ink whatever their colour, and so are its lines (the grid) whose
     colour would be strong ink of the series: a grey grid on a blue line is told apart by hue
     and a pale one on a black line is weak, and masking them would only hide the curve where it
-    crosses them (a dashed line then loses its way).
+    crosses them (a dashed line then loses its way). boxes and lines are ChartTruth's furniture;
+    a chart with no sidecar has none.
     """
-    colour = np.asarray(truth.colour, dtype=np.float32)
-    background = _background(box)
-    ink, hue_error, other_ink = _series_ink(box, background, colour)
+    colour = np.asarray(colour, dtype=np.float32)
+    background = plot_background(box)
+    ink, hue_error, other_ink = series_ink(box, background, colour)
     lines = [
         line
-        for line in truth.lines
-        if _series_ink(np.asarray(line[2], dtype=np.float32), background, colour)[0] >= RUN_FRACTION
+        for line in lines
+        if series_ink(np.asarray(line[2], dtype=np.float32), background, colour)[0] >= RUN_FRACTION
     ]
-    furniture = _furniture_mask(truth.boxes, lines, row_centres, col_centres)
+    furniture = _furniture_mask(boxes, lines, row_centres, col_centres)
     ink[furniture] = 0.0
     other_ink |= furniture
     column_peak = ink.max(axis=0)
     usual_peak = np.median(column_peak[column_peak > 0]) if column_peak.any() else 0.0
     strong = ink >= RUN_FRACTION * np.maximum(column_peak, USUAL_SHARE * usual_peak)
     solid = strong | other_ink
-    dash_gap = 0.0 if truth.linestyle in ("-", "solid") else DASH_GAP * truth.linewidth_px
+    dash_gap = DASH_GAP * linewidth_px if dashed else 0.0
     if dash_gap:  # a steep dashed flank is one run too
         solid |= _between(strong, round(dash_gap))
     padded = np.pad(solid, ((1, 1), (0, 0)))
@@ -287,7 +304,7 @@ def _follow_line(
     tops = per_run(np.where(strong, rows, ink.shape[0]), np.minimum)
     bottoms = per_run(np.where(strong, rows, -1), np.maximum)
     amount = per_run(strong_ink)
-    enough = amount >= MIN_INK * truth.linewidth_px
+    enough = amount >= MIN_INK * linewidth_px
     if not enough.any():
         return cols[enough], np.zeros(0), np.zeros(0)
     amount = amount[enough]
@@ -309,12 +326,12 @@ def _follow_line(
     # sub-pixel edges: the edge pixel's and its outer neighbour's uncovered share
     top_edges = row_centres[tops] + 0.5 - coverage(tops) - coverage(tops - 1)
     bottom_edges = row_centres[bottoms] - 0.5 + coverage(bottoms) + coverage(bottoms + 1)
-    crests = _crest_rows(centres[on_path], top_edges, bottom_edges, truth)
+    crests = _crest_rows(centres[on_path], top_edges, bottom_edges, linewidth_px)
     return cols, centres[on_path], crests
 
 
 def _crest_rows(
-    centres: np.ndarray, top_edges: np.ndarray, bottom_edges: np.ndarray, truth: ChartTruth
+    centres: np.ndarray, top_edges: np.ndarray, bottom_edges: np.ndarray, linewidth_px: float
 ) -> np.ndarray:
     """The curve's extreme row at each run on the path: the run's ink-weighted centre, except at
     a peak or a valley. There a column holds both flanks, whose ink centres well below a narrow
@@ -325,7 +342,7 @@ def _crest_rows(
     rows = centres.copy()
     if len(rows) < 3:
         return rows
-    half_width = truth.linewidth_px / 2
+    half_width = linewidth_px / 2
     mid = slice(1, -1)
     peak = (top_edges[mid] <= top_edges[:-2]) & (top_edges[mid] <= top_edges[2:])
     valley = (bottom_edges[mid] >= bottom_edges[:-2]) & (bottom_edges[mid] >= bottom_edges[2:])

@@ -66,7 +66,7 @@ def edit_distance(read: str, truth: str) -> int:
     return previous[-1]
 
 
-def _lines(
+def label_lines(
     gray: Image.Image, box: tuple[float, ...], gammas: tuple[float, ...] = GAMMAS
 ) -> list[Image.Image]:
     """One label cut out with MARGIN_PX around it, stretched to black on white, enlarged to
@@ -98,7 +98,7 @@ def _one_thread() -> Iterator[None]:
             os.environ.pop("OMP_THREAD_LIMIT", None)
 
 
-def _read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
+def read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
     """Each line's text and Tesseract's confidence in it (its least sure word; -1 when nothing
     was read), in one call: each word goes to the line whose rows hold the word's centre."""
     import pytesseract
@@ -129,10 +129,10 @@ def read_labels(items: list[tuple[np.ndarray, list[Label]]]) -> list[list[str]]:
     lines = []
     for image, labels in items:
         gray = Image.fromarray(image).convert("L")
-        lines += [line for label in labels for line in _lines(gray, label.box)]
+        lines += [line for label in labels for line in label_lines(gray, label.box)]
     read = []
     for first in range(0, len(lines), MAX_LINES):
-        read += _read_page(lines[first : first + MAX_LINES])
+        read += read_page(lines[first : first + MAX_LINES])
     variants = len(GAMMAS)
     best = [
         max(read[first : first + variants], key=lambda reading: reading[1])[0]

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import ndimage
 
 from linefuse.digitize.axes import INK, Frame, distance
-from linefuse.digitize.curves import ChartTruth, _background, _follow_line, _series_ink
+from linefuse.digitize.curves import follow_line, plot_background, series_ink
 
 SPINE_INSET_PX = 2  # box rows and columns this close to its edge hold the spines
 FAR_LABELS = 1.5  # label heights: tick labels farther out than this have no spine beside them
@@ -140,24 +140,6 @@ def _width(ink: np.ndarray) -> float:
     return float(max(np.median(sums[sums > 0.5]), 1.0)) if (sums > 0.5).any() else 1.0
 
 
-def _follow(box, background, colour, width, dashed, rows, cols):
-    """curves.py's follower for one colour: (column indices, centre rows)."""
-    truth = ChartTruth(
-        width=0,
-        height=0,
-        plot_box=(0.0, 0.0, 1.0, 1.0),
-        xlim=(0.0, 1.0),
-        ylim=(0.0, 1.0),
-        colour=tuple(float(v) for v in colour),
-        linewidth_px=width,
-        linestyle="--" if dashed else "-",
-        wavelength=np.zeros(2),
-        intensity=np.zeros(2),
-    )
-    found, centres, _ = _follow_line(box, rows, cols, truth)
-    return found, centres
-
-
 def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int]:
     """Every series in the frame's box, as read from its pixels, and how many colours fill
     areas (bars) instead of drawing lines."""
@@ -165,21 +147,21 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int]:
     if end_row - first_row < 4 or end_col - first_col < 4:
         return [], 0
     box = image[first_row:end_row, first_col:end_col, :3].copy()
-    background = _background(box)
+    background = plot_background(box)
     lines = _line_mask(frame, box, background, first_row, first_col)
     box[lines] = background.astype(np.uint8)  # the grid is no series' ink
     rows = np.arange(first_row, end_row) + 0.5
     cols = np.arange(first_col, end_col) + 0.5
     traces, filled = [], 0
     for colour in colours(box, background, lines)[:MAX_SERIES]:
-        ink = _series_ink(box, background, colour)[0]
+        ink = series_ink(box, background, colour)[0]
         width = _width(ink)
         if width > max(MAX_WIDTH_PX, MAX_WIDTH_SHARE * len(rows)):
             filled += 1  # a bar or a filled area, not a line
             continue
-        found, centres = _follow(box, background, colour, width, False, rows, cols)
+        found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=False)
         if len(found) and len(found) < SOLID_COVER * (found[-1] - found[0] + 1):
-            found, centres = _follow(box, background, colour, width, True, rows, cols)
+            found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=True)
         if len(found) < MIN_SPAN * len(cols):
             continue
         colour_rgb = tuple(float(round(v)) for v in colour)

@@ -164,7 +164,8 @@ def _digitized_by_level(cells: dict[str, dict[str, Cell]], model: str) -> dict:
     for by_level in cells.values():
         for level, cell in by_level.items():
             for name, readings in cell.digitized.items():
-                pooled[level][name] += readings
+                if readings:  # a library's cells hold none where another library's were taken
+                    pooled[level][name] += readings
     table = {}
     for level, by_name in pooled.items():
         row = {
