@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 from PIL import Image
 
-from linefuse.digitize import Unreadable, digitize_many
+from linefuse.digitize.chart import Unreadable, digitize_many
 from linefuse.digitize.score import reading_score, score
 
 BATCH = 16  # charts whose tick labels share one Tesseract call

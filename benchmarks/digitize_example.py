@@ -21,7 +21,7 @@ def main() -> None:
     from linefuse import paths
     from linefuse.data.charts import draw_chart
     from linefuse.data.degrade import degrade, item_rng
-    from linefuse.digitize import digitize
+    from linefuse.digitize.chart import digitize
     from linefuse.digitize.outputs import csv_text, overlay
     from linefuse.digitize.score import curve_error
     from linefuse.inference.restorer import Restorer

@@ -48,6 +48,18 @@ def test_the_data_stages_import_no_torch(stage):
     assert _imported(f"import linefuse.stages.{stage}") == []
 
 
+@pytest.mark.parametrize("stage", ["pretrain", "train", "train_domains"])
+def test_training_loads_no_chart_reader(stage):
+    """Training's text term reads labels with the label reader; the chart reader (frames, tick
+    fits, series) must not load with it, or changing how charts are read would retrain the model
+    (each module a stage imports is one of its dvc.yaml deps)."""
+    code = f"import linefuse.stages.{stage}\nfrom linefuse.train import step\nimport sys\n"
+    code += "print([m for m in sorted(sys.modules) if m.startswith('linefuse.digitize.')])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['linefuse.digitize.label_reader']"
+
+
 def test_index_and_shard_run_without_torch(tiny_project, tmp_path):
     """The stages' own mains, on the tiny project's charts: index, then shard@easy."""
     shutil.copytree(tiny_project / paths.GENERATED_DIR, tmp_path / paths.GENERATED_DIR)

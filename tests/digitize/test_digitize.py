@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from linefuse.digitize import Unreadable, digitize, digitize_many
 from linefuse.digitize.calibrate import Tick, fit_axis
+from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.outputs import csv_text, digitize_files
 from linefuse.digitize.score import score
 
@@ -244,7 +244,7 @@ def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
 
 
 def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch):
-    import linefuse.digitize as digitize_module
+    import linefuse.digitize.chart as digitize_module
 
     monkeypatch.setattr(digitize_module, "missing", lambda: "tesseract is not on PATH: install")
     white = np.full((150, 200, 3), 255, np.uint8)

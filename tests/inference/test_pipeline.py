@@ -17,7 +17,7 @@ from diffusers import DiffusionPipeline
 from PIL import Image
 
 from linefuse.data.images import load_rgb
-from linefuse.digitize import Unreadable, digitize_many
+from linefuse.digitize.chart import Unreadable, digitize_many
 from linefuse.digitize.outputs import csv_text
 from linefuse.inference import pipeline as pipeline_module
 from linefuse.inference.pipeline import LineFusePipeline, pipeline_from_params

@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from linefuse.data.charts import draw_chart
-from linefuse.digitize import Unreadable, digitize
+from linefuse.digitize.chart import Unreadable, digitize
 from linefuse.digitize.outputs import csv_text
 from linefuse.params.full import load_params
 from linefuse.serve.app import STEP_DELAY_ENV

@@ -18,8 +18,8 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 from tqdm import tqdm
 
 from linefuse.data.images import image_files, load_rgb
-from linefuse.digitize import Digitized, Unreadable, digitize_many
 from linefuse.digitize.calibrate import Axis, Tick
+from linefuse.digitize.chart import Digitized, Unreadable, digitize_many
 
 BATCH = 16  # images whose tick labels share one Tesseract call
 BOX_COLOUR = (255, 0, 255)

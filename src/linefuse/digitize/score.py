@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from linefuse.digitize import Digitized, Unreadable
 from linefuse.digitize.calibrate import Axis
+from linefuse.digitize.chart import Digitized, Unreadable
 
 CALIBRATED = 0.01  # of the axis's range
 MISSED = 100.0  # % of the y range: the curve error of a true series no read series matches

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from linefuse.data.labels import normalise
-from linefuse.digitize import digitize_many, ocr
+from linefuse.digitize import ocr
+from linefuse.digitize.chart import digitize_many
 from linefuse.digitize.curves import ChartTruth, curve_errors, shown_columns
 from linefuse.digitize.score import reading_score
 from linefuse.evaluate.baselines import baselines

@@ -154,7 +154,7 @@ class LineFusePipeline(DiffusionPipeline):
         ]
         digitized = None
         if digitize:
-            from linefuse.digitize import digitize_many
+            from linefuse.digitize.chart import digitize_many
 
             digitized = digitize_many(restored)
         if output_type != "np":

@@ -198,7 +198,7 @@ class RestoreService:
     ) -> tuple:
         """(the image digitized, restored first unless adapter is None, and what was read);
         422 naming why for a chart that cannot be read."""
-        from linefuse.digitize import Unreadable, digitize
+        from linefuse.digitize.chart import Unreadable, digitize
 
         (image,) = self.restored([upload], adapter, steps, seed, should_stop)
         try:

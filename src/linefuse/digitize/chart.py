@@ -1,0 +1,138 @@
+"""A line chart read from its pixels alone: its axes' mappings and its series in data units.
+
+find the frame (axes.py), read and fit the tick labels (calibrate.py), follow each series
+(series.py), and map the paths through the fits. A chart that cannot be read is an Unreadable
+with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from linefuse.digitize.axes import Frame, find_frame
+from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
+from linefuse.digitize.ocr import missing
+from linefuse.digitize.series import Trace, trace_series
+
+MIN_SIDE_PX = 32  # smaller images hold no legible chart
+# what an odd image (no chart drawer's) may raise deep in the reading: reported as unreadable
+ODD_INPUT = (ValueError, IndexError, ZeroDivisionError, FloatingPointError, np.linalg.LinAlgError)
+
+
+class Unreadable(Exception):
+    """A chart that cannot be digitized; str() is the reason, one line."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series read: its colour (0-255 RGB), whether it is dashed, and x, y in data units."""
+
+    colour: tuple[float, float, float]
+    dashed: bool
+    x: np.ndarray
+    y: np.ndarray
+
+
+@dataclass(frozen=True)
+class Digitized:
+    """A chart read: its plot box (left, top, right, bottom; continuous pixels), its axes'
+    mappings, its series in data units, and the pixel paths they were mapped from."""
+
+    box: tuple[float, float, float, float]
+    x_axis: Axis
+    y_axis: Axis
+    series: list[Series]
+    traces: list[Trace] = field(default_factory=list)
+
+    @property
+    def confidence(self) -> float:
+        """0..1: the less sure axis's confidence."""
+        return min(self.x_axis.confidence, self.y_axis.confidence)
+
+
+def _pixels(image: np.ndarray) -> np.ndarray:
+    """uint8 (H, W, 3) RGB of any grey, RGB or RGBA image (alpha over white)."""
+    image = np.asarray(image)
+    if image.ndim == 2:
+        image = np.repeat(image[..., None], 3, axis=2)
+    if image.ndim != 3 or image.shape[2] not in (3, 4):
+        raise Unreadable(f"not an image: array of shape {image.shape}")
+    if image.shape[2] == 4:
+        alpha = image[..., 3:].astype(np.float32) / 255.0
+        image = image[..., :3] * alpha + 255.0 * (1.0 - alpha)
+    if min(image.shape[:2]) < MIN_SIDE_PX:
+        raise Unreadable(f"too small: {image.shape[1]}x{image.shape[0]} px")
+    return np.ascontiguousarray(image[..., :3], dtype=np.uint8)
+
+
+def locate(image: np.ndarray) -> tuple[np.ndarray, Frame]:
+    """The image as RGB and its frame; Unreadable when no plot area is framed."""
+    pixels = _pixels(image)
+    frame = find_frame(pixels)
+    if frame is None:
+        raise Unreadable("no axis: no axis line, grid or panel frames a plot area")
+    if not frame.x_words or not frame.y_words:
+        missing = " and ".join(n for n, w in (("x", frame.x_words), ("y", frame.y_words)) if not w)
+        raise Unreadable(f"no tick labels found on the {missing} axis")
+    return pixels, frame
+
+
+def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
+    """The chart read from its frame and its tick labels as read (calibrate.read_ticks)."""
+    x_axis, y_axis = fit_axis("x", ticks[0]), fit_axis("y", ticks[1])
+    for name, axis, found in (("x", x_axis, ticks[0]), ("y", y_axis, ticks[1])):
+        if axis is None:
+            read = ", ".join(repr(t.text) for t in found) or "nothing"
+            raise Unreadable(f"unreadable {name} tick labels: read {read}, no two agree")
+    traces, filled = trace_series(pixels, frame)
+    if not traces:
+        shapes = " (it holds filled shapes: bars or areas)" if filled else ""
+        raise Unreadable(f"no series: nothing inside the plot area is a line{shapes}")
+    series = [
+        Series(t.colour, t.dashed, x_axis.value(t.columns), y_axis.value(t.rows)) for t in traces
+    ]
+    return Digitized(frame.box, x_axis, y_axis, series, traces)
+
+
+def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
+    """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
+    Tesseract calls."""
+    located: list[tuple[np.ndarray, Frame] | Unreadable] = []
+    for image in images:
+        try:
+            located.append(locate(image))
+        except Unreadable as why:
+            located.append(why)
+        except ODD_INPUT as error:  # an image no chart drawer makes: a reason, not a traceback
+            located.append(Unreadable(f"no chart found: {type(error).__name__}: {error}"))
+    framed = [item for item in located if not isinstance(item, Unreadable)]
+    why_not = missing() if framed else None
+    if why_not is None:
+        try:
+            ticks = iter(read_ticks(framed))
+        except (OSError, RuntimeError) as error:  # Tesseract failed: no label read
+            why_not = "Tesseract failed: " + " ".join(str(error).split())[:200]
+    if why_not is not None:
+        return [i if isinstance(i, Unreadable) else Unreadable(why_not) for i in located]
+    results: list[Digitized | Unreadable] = []
+    for item in located:
+        if isinstance(item, Unreadable):
+            results.append(item)
+            continue
+        try:
+            results.append(finish(*item, next(ticks)))
+        except Unreadable as why:
+            results.append(why)
+        except ODD_INPUT as error:
+            results.append(Unreadable(f"no chart read: {type(error).__name__}: {error}"))
+    return results
+
+
+def digitize(pixels: np.ndarray) -> Digitized:
+    """One chart digitized from its pixels (uint8 RGB, RGBA or grey); raises Unreadable."""
+    (result,) = digitize_many([pixels])
+    if isinstance(result, Unreadable):
+        raise result
+    return result
