@@ -94,6 +94,12 @@ def distance(image: np.ndarray, colour: np.ndarray) -> np.ndarray:
     return np.sqrt(((image[..., :3].astype(np.float32) - colour) ** 2).sum(axis=-1))
 
 
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends (exclusive) of the runs of True in a 1-D mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return edges[::2], edges[1::2]
+
+
 def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink,
     gaps of at most LINE_GAP bridged; the length is 0 unless the run is a straight line, mostly
@@ -102,10 +108,9 @@ def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarr
     bridged = ndimage.binary_closing(ink, structure=np.ones((1, 2 * LINE_GAP + 1))) | ink
     lengths, starts, ends = (np.zeros(len(ink), dtype=int) for _ in range(3))
     for row, line in enumerate(bridged):
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], line.astype(np.int8), [0]])))
-        if not len(edges):
+        run_starts, run_ends = _runs(line)
+        if not len(run_starts):
             continue
-        run_starts, run_ends = edges[::2], edges[1::2]
         best = (run_ends - run_starts).argmax()
         start, end = run_starts[best], run_ends[best]
         inked = ink[row, start:end]
@@ -213,11 +218,9 @@ def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
     if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
         return np.zeros(0)
     lengths = np.argmin(np.vstack([band, np.zeros((1, band.shape[1]), bool)]), axis=0)
-    marked = lengths >= TICK_ROWS
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], marked.astype(np.int8), [0]])))
-    if not len(edges):
+    runs = list(zip(*_runs(lengths >= TICK_ROWS), strict=True))
+    if not runs:
         return np.zeros(0)
-    runs = list(zip(edges[::2], edges[1::2], strict=True))
     longest = np.array([lengths[a:b].max() for a, b in runs])
     centres = [
         (a + b) / 2 + start

@@ -271,26 +271,29 @@ def _robust_fit(
     return offset, slope, residual, inliers
 
 
-def _nice_step(slope: float, points: np.ndarray) -> bool:
-    """Whether the value step between neighbouring ticks (their usual pixel spacing over the
-    fit's slope) is a round one, 1, 2, 2.5 or 5 times a power of ten, as axes choose; a pair of
-    misread labels rarely implies one."""
+def _tick_step(slope: float, points: np.ndarray) -> float | None:
+    """The value step between neighbouring ticks: their usual pixel spacing over the fit's
+    slope (in decades on a log fit); None with one tick position."""
     spacing = np.diff(np.unique(np.round(points, 1)))
     if len(spacing) == 0:
+        return None
+    return abs(float(np.median(spacing)) / slope)
+
+
+def _nice_step(slope: float, points: np.ndarray) -> bool:
+    """Whether the step between neighbouring ticks is a round one, 1, 2, 2.5 or 5 times a power
+    of ten, as axes choose; a pair of misread labels rarely implies one."""
+    step = _tick_step(slope, points)
+    if step is None:
         return False
-    step = abs(float(np.median(spacing)) / slope)
     mantissa = step / 10.0 ** math.floor(math.log10(step))
     return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
 
 
 def _decades(slope: float, points: np.ndarray) -> bool:
-    """Whether neighbouring ticks of a log fit (px per decade `slope`) are a whole number of
-    decades apart."""
-    spacing = np.diff(np.unique(np.round(points, 1)))
-    if len(spacing) == 0:
-        return False
-    step = abs(float(np.median(spacing)) / slope)
-    return step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
+    """Whether neighbouring ticks of a log fit are a whole number of decades apart."""
+    step = _tick_step(slope, points)
+    return step is not None and step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
 
 
 def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.ndarray:
@@ -305,9 +308,10 @@ def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.nd
 
 def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
-    than MIN_TICKS agree. Tesseract's readings are fitted first; the label reader's join them
-    where fewer than SURE_TICKS of those agree (it reads tiny labels better, but a digit it
-    drops from every label makes a consistent, wrong axis that must not outvote Tesseract's)."""
+    than MIN_TICKS agree. Tesseract's readings are fitted first, then with the label reader's
+    joining them; that fit is kept where it keeps more ticks, CLEARLY_MORE more once SURE_TICKS
+    of Tesseract's agree (the reader reads tiny labels better, but a digit it drops from every
+    label makes a consistent, wrong axis that must not outvote Tesseract's)."""
     tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
     both = _fit(name, ticks, ticks)
     if tesseract is None:
