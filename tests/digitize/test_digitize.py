@@ -128,6 +128,20 @@ def test_a_misread_near_its_true_value_is_dropped_by_the_refit():
     assert axis.value(164.0) == pytest.approx(750.0, abs=5.0)
 
 
+def test_the_fit_whose_labels_match_the_readings_wins():
+    """A restored chart's y labels (20 to 120; a val chart at hard Gaussian blur): Tesseract
+    reads all six, the label reader reads 120 as 1.20. So read_ticks also offers every whole
+    number read over 100 (a dropped point), and that fit keeps as many ticks, more of them read
+    with a point. Its labels would read 0.20 ... 1.20, not what was read: the fit on the
+    numbers as read wins."""
+    positions = [33.5, 65.0, 97.0, 129.0, 161.0, 193.0]
+    drawn = ["120", "100", "80", "60", "40", "20"]
+    ticks = _ticks(positions, drawn) + [Tick(33.5, 1.2, "1.20", (0, 0, 1, 1), 0, True)]
+    ticks += [Tick(t.position, t.value / 100, t.text, t.box, t.word) for t in ticks[:6]]
+    axis = fit_axis("y", ticks)
+    assert [t.value for t in axis.used] == [120.0, 100.0, 80.0, 60.0, 40.0, 20.0]
+
+
 def test_evenly_spaced_labels_in_a_ratio_of_two_are_no_log_axis():
     """10000, 20000, 40000 evenly spaced fit a log line, but log axes label whole decades: it
     is a linear axis with a misread label (30000 read as 40000)."""

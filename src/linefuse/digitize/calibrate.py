@@ -4,9 +4,10 @@ A tick label is centred on its tick (x) or level with it (y), so its word's cent
 pixel position and its text the tick's value. The words of many charts are read in one
 Tesseract call (digitize/ocr.py's page of enlarged lines: starting Tesseract costs more than
 reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value) (logarithmic)
-through every pair of ticks keeps the pair that most ticks agree with; ticks farther than
-OUTLIER_PX from it are misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest
-are fitted by least squares. The scale whose fit leaves the smaller residual wins.
+through every pair of ticks keeps the pair whose implied labels (evenly stepped from the pair's)
+best match what was read at every word, even in part; ticks farther than OUTLIER_PX from it are
+misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest are fitted by least
+squares. The scale whose fit keeps more ticks wins (_better).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 from PIL import Image
@@ -22,7 +23,7 @@ from PIL import Image
 from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
-from linefuse.digitize.ocr import MAX_LINES, label_lines, read_page
+from linefuse.digitize.ocr import MAX_LINES, edit_distance, label_lines, read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
@@ -30,6 +31,7 @@ REFIT_PX = 1.5  # a tick kept must lie this near the least-squares fit of the ti
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
 SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's must add
 CLEARLY_MORE = 2  # ... this many more ticks to win
+MAX_DECIMALS = 4  # of a tick label
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
 # each word is read darkened by each (digitize/ocr's gammas suit 9 px labels; the digitizer's
@@ -229,10 +231,12 @@ def _robust_fit(
     dotted: np.ndarray,
     tolerance: float,
     direction: float,
+    read: Readings,
 ):
-    """The fit through the pair of ticks most words agree with, refitted to those within
-    tolerance (of each word, its candidate nearest the fit): (offset, slope, residual, inliers),
-    or None when fewer than MIN_TICKS words agree on any pair."""
+    """The fit through the pair of ticks whose labels agree best with what was read in every
+    word (_agreement), refitted to the ticks within tolerance (of each word, its candidate
+    nearest the fit): (offset, slope, residual, inliers), or None when fewer than MIN_TICKS
+    words agree on any pair."""
     best = None
     for i, j in itertools.combinations(range(len(points)), 2):
         if values[i] == values[j] or words[i] == words[j]:
@@ -242,13 +246,14 @@ def _robust_fit(
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
-        # among pairs as well agreed with: a round step, the labels read with their decimal
-        # point as read (not put back), the roundest values (a misread label is rarely rounder
-        # than the ones drawn)
-        nice = _nice_step(slope, points)
+        # a round step first (axes choose one; a pair of misread labels rarely implies one),
+        # then the labels read; among pairs as well agreed with, the labels read with their
+        # decimal point as read (not put back), the roundest values (a misread label is rarely
+        # rounder than the ones drawn)
         key = (
+            _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
-            nice,
+            _nice_step(slope, read.spacing),
             dotted[inliers].sum(),
             -_digits(values[inliers]),
             -off[inliers].sum(),
@@ -271,28 +276,114 @@ def _robust_fit(
     return offset, slope, residual, inliers
 
 
-def _tick_step(slope: float, points: np.ndarray) -> float | None:
-    """The value step between neighbouring ticks: their usual pixel spacing over the fit's
-    slope (in decades on a log fit); None with one tick position."""
-    spacing = np.diff(np.unique(np.round(points, 1)))
-    if len(spacing) == 0:
-        return None
-    return abs(float(np.median(spacing)) / slope)
+@dataclass(frozen=True)
+class Readings:
+    """What was read in each word of an axis: its position and its distinct texts (_clean); the
+    decimals its labels share (those most read after a point: 0.0, 0.5 drawn, 0.0 and 5 read);
+    `log` when the values fitted are log10 of the labels'."""
+
+    positions: np.ndarray
+    texts: tuple[tuple[str, ...], ...]
+    spacing: float  # px between neighbouring words (_spacing)
+    decimals: int = 0
+    log: bool = False
+
+    @classmethod
+    def of(cls, ticks: list[Tick]) -> Readings:
+        by_word: dict[int, tuple[float, set[str]]] = {}
+        for tick in ticks:
+            # a word with no number read holds its readings joined by '/' (_candidates)
+            texts = tick.text.split("/") if math.isnan(tick.value) else [tick.text]
+            position, seen = by_word.setdefault(tick.word, (tick.position, set()))
+            seen.update(clean for text in texts if (clean := _clean(text)))
+        decimals = [len(t.split(".")[1]) for _, seen in by_word.values() for t in seen if "." in t]
+        shared = max(set(decimals), key=decimals.count) if decimals else 0
+        positions = np.array([position for position, _ in by_word.values()])
+        texts = tuple(tuple(sorted(seen)) for _, seen in by_word.values())
+        return cls(positions, texts, _spacing(positions), min(shared, MAX_DECIMALS))
 
 
-def _nice_step(slope: float, points: np.ndarray) -> bool:
+def _clean(text: str) -> str:
+    """A reading as agreement compares it: normalised, without the trailing tick mark or point
+    that Tesseract reads beside a y label (150-, 50.)."""
+    return normalise(text).rstrip("-.")
+
+
+def _decimals(value: float) -> int:
+    """The decimals a label needs to show the value (at most MAX_DECIMALS)."""
+    for decimals in range(MAX_DECIMALS):
+        if abs(value - round(value, decimals)) <= 1e-6 * max(1.0, abs(value)):
+            return decimals
+    return MAX_DECIMALS
+
+
+@lru_cache(maxsize=1 << 16)
+def _likeness(expected: str, read: str) -> float:
+    """1 for the same text, down to 0 as the edit distance reaches the longer one's length;
+    squared, so that a label off by a digit or two (1.2 read where 15.6 is predicted) earns
+    little beside one read right."""
+    return (1.0 - edit_distance(read, expected) / max(len(expected), len(read))) ** 2
+
+
+def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
+    """How well the labels a pair of ticks (points, values) implies at each word match what was
+    read there: the sum over words of the best reading's likeness. The labels step evenly, so a
+    word k spacings from the pair's first is labelled values[0] + k * (the pair's value step);
+    it shows as many decimals as the pair's labels or the axis's readings. A misread label that
+    no pair explains (550 read as 50, 600 as .4) still agrees in part with the true fit: its
+    digits weigh for it, where a count of exact readings lets three misread ones that happen to
+    fall on a line (0, 30, 50) win."""
+    spacings = np.round((read.positions - points[0]) / read.spacing)
+    between = round(float((points[1] - points[0]) / read.spacing))
+    if between == 0:  # two labels within one spacing: not two ticks
+        return 0.0
+    predicted = values[0] + spacings * (values[1] - values[0]) / between
+    if read.log:
+        predicted, values = 10.0**predicted, 10.0**values
+    decimals = max(read.decimals, *(_decimals(v) for v in values))
+    # rounded, then + 0.0: -0.0 shows as 0.0; the pair's own words agree as read (None)
+    expected = [f"{v:.{decimals}f}" for v in np.round(predicted, decimals) + 0.0]
+    for point in points:
+        expected[int(np.abs(read.positions - point).argmin())] = None
+    return _matched(tuple(expected), read.texts)
+
+
+@lru_cache(maxsize=1 << 16)
+def _matched(expected: tuple[str | None, ...], texts: tuple[tuple[str, ...], ...]) -> float:
+    """The sum over words of the best reading's likeness to the label expected there (cached:
+    many pairs of an axis expect the same labels)."""
+    total = sum(
+        1.0 if label is None else max((_likeness(label, text) for text in read), default=0.0)
+        for label, read in zip(expected, texts, strict=True)
+    )
+    return round(total, 6)
+
+
+def _spacing(points: np.ndarray) -> float:
+    """The usual pixel distance between neighbouring tick positions; inf with one position."""
+    steps = np.diff(np.unique(np.round(points, 1)))
+    return float(np.median(steps)) if len(steps) else math.inf
+
+
+def _tick_step(slope: float, spacing: float) -> float | None:
+    """The value step between neighbouring ticks: their pixel spacing over the fit's slope (in
+    decades on a log fit); None with one tick position."""
+    return abs(spacing / slope) if math.isfinite(spacing) else None
+
+
+def _nice_step(slope: float, spacing: float) -> bool:
     """Whether the step between neighbouring ticks is a round one, 1, 2, 2.5 or 5 times a power
     of ten, as axes choose; a pair of misread labels rarely implies one."""
-    step = _tick_step(slope, points)
+    step = _tick_step(slope, spacing)
     if step is None:
         return False
     mantissa = step / 10.0 ** math.floor(math.log10(step))
     return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
 
 
-def _decades(slope: float, points: np.ndarray) -> bool:
+def _decades(slope: float, spacing: float) -> bool:
     """Whether neighbouring ticks of a log fit are a whole number of decades apart."""
-    step = _tick_step(slope, points)
+    step = _tick_step(slope, spacing)
     return step is not None and step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
 
 
@@ -334,7 +425,8 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     dotted = np.array(["." in normalise(t.text) and parse(t.text) == t.value for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
-    fits = {"linear": _robust_fit(points, values, words, dotted, tolerance, direction)}
+    read = Readings.of(candidates)
+    fits = {"linear": _robust_fit(points, values, words, dotted, tolerance, direction, read)}
     positive = values > 0
     if (
         len(np.unique(words[positive])) >= 3
@@ -347,10 +439,11 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
             dotted[positive],
             tolerance,
             direction,
+            replace(read, log=True),
         )
         # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
         # (10000, 20000, 40000: a misread linear axis) are no log axis
-        if fit is not None and _decades(fit[1], points[positive][fit[3]]):
+        if fit is not None and _decades(fit[1], _spacing(points[positive][fit[3]])):
             # inliers over all ticks: the non-positive ones are off a log axis
             inliers = np.zeros(len(good), dtype=bool)
             inliers[np.flatnonzero(positive)[fit[3]]] = True
