@@ -246,10 +246,9 @@ def _robust_fit(
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
-        # a round step first (axes choose one; a pair of misread labels rarely implies one),
-        # then the labels read; among pairs as well agreed with, the labels read with their
-        # decimal point as read (not put back), the roundest values (a misread label is rarely
-        # rounder than the ones drawn)
+        # the labels read first; among pairs as well agreed with, more ticks on the line, a
+        # round step, the labels read with their decimal point as read (not put back), the
+        # roundest values (a misread label is rarely rounder than the ones drawn)
         key = (
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
@@ -290,6 +289,7 @@ class Readings:
 
     @classmethod
     def of(cls, ticks: list[Tick]) -> Readings:
+        """The readings of an axis's ticks (read_ticks' candidates), word by word."""
         by_word: dict[int, tuple[float, set[str]]] = {}
         for tick in ticks:
             # a word with no number read holds its readings joined by '/' (_candidates)
@@ -329,10 +329,10 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
     """How well the labels a pair of ticks (points, values) implies at each word match what was
     read there: the sum over words of the best reading's likeness. The labels step evenly, so a
     word k spacings from the pair's first is labelled values[0] + k * (the pair's value step);
-    it shows as many decimals as the pair's labels or the axis's readings. A misread label that
-    no pair explains (550 read as 50, 600 as .4) still agrees in part with the true fit: its
-    digits weigh for it, where a count of exact readings lets three misread ones that happen to
-    fall on a line (0, 30, 50) win."""
+    it shows as many decimals as the pair's labels or the axis's readings. A misread label still
+    weighs for the true fit in part (35000 and 53000 read where 25000 and 5000 are drawn), and a
+    fit whose labels are not what was read (0.20 ... 1.20, from a point put back, where 20 ...
+    120 were read) loses to the one whose labels are; a count of exact readings tells neither."""
     spacings = np.round((read.positions - points[0]) / read.spacing)
     between = round(float((points[1] - points[0]) / read.spacing))
     if between == 0:  # two labels within one spacing: not two ticks
