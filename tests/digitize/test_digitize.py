@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -167,6 +168,28 @@ def test_the_label_reader_wins_where_it_reads_clearly_more_labels():
 
 
 @needs_tesseract
+def test_the_label_reader_decides_where_tesseract_agrees_on_two_ticks_only():
+    """A restored chart's x labels (400 to 700; a val chart at hard low-resolution blur):
+    Tesseract's readings agree on two ticks only (560 and 660 for 500 and 600), which any line
+    fits; with the label reader's readings the fit keeps as many, 500 and 600, and that one is
+    kept. (Where Tesseract agrees on three or more, see the test above.)"""
+    tesseract = [
+        (56.5, "600", 0),
+        (121.0, "560", 1),
+        (121.0, "660", 1),
+        (185.0, "660", 2),
+        (255.5, "10", 4),
+    ]
+    reader = [(56.5, "800", 0), (121.0, "500", 1), (185.0, "600", 2), (243.5, "7", 3)]
+    reader += [(255.5, "0", 4)]
+    ticks = [Tick(p, float(t), t, (p - 9, 0, p + 9, 8), w) for p, t, w in tesseract]
+    ticks += [Tick(243.5, math.nan, "/", (234.5, 0, 252.5, 8), 3)]
+    ticks += [Tick(p, float(t), t, (p - 9, 0, p + 9, 8), w, True) for p, t, w in reader]
+    axis = fit_axis("x", ticks)
+    assert sorted(t.text for t in axis.used) == ["500", "600"]
+    assert axis.value(56.5) == pytest.approx(400.0, abs=1.0)
+
+
 def test_crowded_x_labels_are_split_at_their_tick_marks():
     """Ten labels at 5.5 pt on a 2.1 in figure leave gaps between labels no wider than those
     between digits (one word without the split): the words are split at the major tick marks

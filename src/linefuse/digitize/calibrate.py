@@ -400,15 +400,16 @@ def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.nd
 def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     """The axis's mapping from its ticks, linear or log, misread ticks rejected; None when fewer
     than MIN_TICKS agree. Tesseract's readings are fitted first, then with the label reader's
-    joining them; that fit is kept where it keeps more ticks, CLEARLY_MORE more once SURE_TICKS
-    of Tesseract's agree (the reader reads tiny labels better, but a digit it drops from every
-    label makes a consistent, wrong axis that must not outvote Tesseract's)."""
+    joining them; that fit is kept where it keeps as many ticks while fewer than SURE_TICKS of
+    Tesseract's agree (two ticks fit any line; the reader reads tiny and restored labels better),
+    and CLEARLY_MORE more once they do (a digit the reader drops from every label makes a
+    consistent, wrong axis that must not outvote Tesseract's)."""
     tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
     both = _fit(name, ticks, ticks)
     if tesseract is None:
         return both
     # once SURE_TICKS of Tesseract's agree, the label reader's must add CLEARLY_MORE ticks
-    more = CLEARLY_MORE if len(tesseract.used) >= SURE_TICKS else 1
+    more = CLEARLY_MORE if len(tesseract.used) >= SURE_TICKS else 0
     if both is not None and len(both.used) >= len(tesseract.used) + more:
         return both
     return tesseract
