@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 
@@ -180,19 +181,22 @@ def _points_dropped(ticks: list[Tick]) -> list[Tick]:
     """More candidates where an axis's labels have decimals: each whole number read, with the
     decimal point Tesseract most often drops put back (0.2 read as 02, 1.4 as 14). An axis's
     labels share their decimals, so they are those of the readings that kept their point."""
-    decimals = [
-        len(normalise(t.text).split(".")[1])
-        for t in ticks
-        if "." in normalise(t.text) and math.isfinite(t.value)
-    ]
-    if not decimals:
+    decimals = _shared_decimals(normalise(t.text) for t in ticks if math.isfinite(t.value))
+    if decimals is None:
         return []
-    shift = 10.0 ** max(set(decimals), key=decimals.count)
+    shift = 10.0**decimals
     return [
         Tick(t.position, t.value / shift, t.text, t.box, t.word)
         for t in ticks
         if math.isfinite(t.value) and "." not in normalise(t.text) and t.value != 0
     ]
+
+
+def _shared_decimals(texts: Iterable[str]) -> int | None:
+    """The decimals most of the texts read with a point show (0.0, 0.5, 1 -> 1); None when no
+    text has a point."""
+    counts = [len(text.split(".")[1]) for text in texts if "." in text]
+    return max(set(counts), key=counts.count) if counts else None
 
 
 def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
@@ -296,8 +300,7 @@ class Readings:
             texts = tick.text.split("/") if math.isnan(tick.value) else [tick.text]
             position, seen = by_word.setdefault(tick.word, (tick.position, set()))
             seen.update(clean for text in texts if (clean := _clean(text)))
-        decimals = [len(t.split(".")[1]) for _, seen in by_word.values() for t in seen if "." in t]
-        shared = max(set(decimals), key=decimals.count) if decimals else 0
+        shared = _shared_decimals(t for _, seen in by_word.values() for t in seen) or 0
         positions = np.array([position for position, _ in by_word.values()])
         texts = tuple(tuple(sorted(seen)) for _, seen in by_word.values())
         return cls(positions, texts, _spacing(positions), min(shared, MAX_DECIMALS))
