@@ -44,6 +44,7 @@ MAX_SHEAR = 0.02  # a scanner's shear is smaller: two families further from squa
 NEGLIGIBLE_PX = 0.3
 CONFIDENT_SE_DEG = 0.1
 LONG_SPAN = 0.7
+TREND_PX = 4  # the search scores a tilt's evidence less its trend, the evidence smoothed this much
 
 
 @dataclass(frozen=True)
@@ -207,16 +208,39 @@ def _pooled_tilt(fits: list[tuple[float, float, int]]) -> tuple[float, float, in
 
 
 def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:
-    """(the angle among `angles` whose long edges are sharpest, their evidence per row)."""
-    best = None
-    for angle in angles:
-        slope = math.tan(math.radians(angle))
-        evidence = _smooth(np.stack([_long_line_evidence(edge, slope) for edge in points]), 1.0)
-        evidences = list(evidence - _smooth(evidence, 4))
-        score = float(sum(np.square(e).sum() for e in evidences))
-        if best is None or score > best[0]:
-            best = (score, float(angle), evidences)
-    return best[1], best[2]
+    """(the first angle among `angles` whose long edges are sharpest, their evidence per row).
+
+    Each angle's evidence is smoothed, less its trend, and scored by the energy left; the
+    smoothing runs on every angle's rows at once (_smooth_each), to the bit as one by one."""
+    found = [
+        [_long_line_evidence(edge, math.tan(math.radians(a))) for edge in points] for a in angles
+    ]
+    lengths = [len(rows[0]) for rows in found]
+    evidence = np.zeros((len(found), len(points), max(lengths) + _reach(TREND_PX)))
+    for a, rows in enumerate(found):
+        evidence[a, :, : lengths[a]] = rows
+    evidence = _smooth_each(evidence, lengths, 1.0)
+    evidence = evidence - _smooth_each(evidence, lengths, TREND_PX)
+    squares, scores = np.square(evidence), np.empty(len(found))
+    for length in set(lengths):  # each row summed over its own length, as numpy sums a row
+        same = np.array(lengths) == length
+        scores[same] = squares[same, :, :length].sum(axis=-1).sum(axis=-1)
+    best = int(np.argmax(scores))
+    return float(angles[best]), list(evidence[best, :, : lengths[best]])
+
+
+def _smooth_each(rows: np.ndarray, lengths: list[int], sigma: float) -> np.ndarray:
+    """_smooth(rows[a, ..., :lengths[a]], sigma) for every a at once, along the last axis, whose
+    room past each length is at least the filter's reach: there each row is made its own mirror
+    image, as _correlate extends a line, so its smoothed values are the same to the bit (past
+    its length they mean nothing)."""
+    reach = _reach(sigma)
+    rows = rows.copy()
+    for a, length in enumerate(lengths):
+        past = np.arange(length, length + reach) % (2 * length)
+        mirrored = np.where(past < length, past, 2 * length - 1 - past)
+        rows[a, ..., length : length + reach] = rows[a][..., mirrored]
+    return _smooth(rows, sigma)
 
 
 @dataclass(frozen=True)
@@ -312,10 +336,15 @@ def _mad(values: np.ndarray) -> float:
 # original's output.
 
 
+def _reach(sigma: float) -> int:
+    """How far _smooth's Gaussian reaches each side: 4 sigma, rounded."""
+    return int(4.0 * sigma + 0.5)
+
+
 def _smooth(values: np.ndarray, sigma: float, axis: int = -1) -> np.ndarray:
     """scipy.ndimage.gaussian_filter1d(values, sigma, axis): a Gaussian truncated at 4 sigma,
     edges reflected."""
-    radius = int(4.0 * sigma + 0.5)
+    radius = _reach(sigma)
     taps = np.exp(-0.5 / (sigma * sigma) * np.arange(-radius, radius + 1) ** 2)
     return _correlate(values, taps / taps.sum(), axis)
 
