@@ -108,6 +108,11 @@ def run_profile(params: Params, args: argparse.Namespace) -> None:
         write_json(args.json, report)
 
 
+def _adapter(params: ServingSections, args: argparse.Namespace) -> Path:
+    """The adapter restore and digitize run: --adapter, else the curriculum's last level's."""
+    return Path(args.adapter) if args.adapter else paths.adapter(params.train.restoring_level())
+
+
 def run_restore(params: ServingSections, args: argparse.Namespace) -> None:
     from linefuse.hardware import logged_device
 
@@ -116,7 +121,7 @@ def run_restore(params: ServingSections, args: argparse.Namespace) -> None:
     from linefuse.serve.settings import restore_steps
 
     with stage("restore") as written:
-        adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
+        adapter = _adapter(params, args)
         restored, skipped = restore_files(
             params,
             args.inputs,
@@ -143,7 +148,7 @@ def run_digitize(params: ServingSections, args: argparse.Namespace) -> None:
 
         steps = args.steps or restore_steps(params)
         check_steps(params, steps)
-        adapter = Path(args.adapter) if args.adapter else paths.adapter(params.train.order()[-1])
+        adapter = _adapter(params, args)
         restorer = Restorer.from_params(params, adapter, device.value)
         restore = partial(restorer.restore_image, steps=steps, seed=args.seed)
     from linefuse.digitize.outputs import digitize_files

@@ -88,7 +88,7 @@ class _Models:
 
     def __init__(self, params: Params, device: Choice, progress: tqdm):
         restorer = Restorer.from_params(
-            params, paths.adapter(params.train.order()[-1]), device.value
+            params, paths.adapter(params.train.restoring_level()), device.value
         )
         self.restore = _TimedRestorer(restorer, params, progress)
         self.sweep = _TimedRestorer(restorer, params)

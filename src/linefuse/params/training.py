@@ -190,6 +190,11 @@ class TrainParams(Strict):
             return order
         return order[: order.index(level) + 1] if self.replay else [level]
 
+    def restoring_level(self) -> str:
+        """The curriculum's last level: its adapter is the model evaluate scores and that
+        restore, digitize and serve run unless told otherwise."""
+        return self.order()[-1]
+
     def order(self) -> list[str]:
         """Levels from the one that starts at the base to the last, following `init`."""
         if not self.curriculum:

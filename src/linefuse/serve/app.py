@@ -62,7 +62,7 @@ class RestoreService:
         self.too_large = (
             f"upload larger than serve.max_upload_mb ({self.settings.max_upload_mb:g} MB)"
         )
-        self.default_adapter = params.train.order()[-1]
+        self.default_adapter = params.train.restoring_level()
         self.restorers: dict[str, Restorer] = {}
         self.lock = threading.Lock()  # one restoration at a time: each runtime uses every core
         # requests running or waiting for the lock
@@ -263,7 +263,7 @@ def list_adapters(service: Service) -> dict:
 def restore_routes(params: Params) -> APIRouter:
     """POST /restore and POST /restore/batch; their query defaults and limits come from params
     (FastAPI reads them from the signatures, so the routes are made per app)."""
-    settings, default_adapter = serve_settings(params), params.train.order()[-1]
+    settings, default_adapter = serve_settings(params), params.train.restoring_level()
     steps_unless_told = restore_steps(params)
     router = APIRouter()
     page = PAGE.render(max_steps=settings.max_steps, default_steps=steps_unless_told)

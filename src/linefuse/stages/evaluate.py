@@ -43,7 +43,7 @@ class EvaluateSections(Sections):
 
 
 def run(params: EvaluateSections, args: argparse.Namespace) -> None:
-    last = params.train.order()[-1]
+    last = params.train.restoring_level()
     with stage("evaluate") as written:
         # first: evaluate scores the model as restore runs it, on the export where that is faster
         export_onnx(paths.BASE_DIR, paths.adapter(last), paths.ONNX_DIR)
