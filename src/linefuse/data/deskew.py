@@ -230,10 +230,10 @@ def _sharpest(points: list[_Points], angles) -> tuple[float, list[np.ndarray]]:
 
 
 def _smooth_each(rows: np.ndarray, lengths: list[int], sigma: float) -> np.ndarray:
-    """_smooth(rows[a, ..., :lengths[a]], sigma) for every a at once, along the last axis, whose
-    room past each length is at least the filter's reach: there each row is made its own mirror
-    image, as _correlate extends a line, so its smoothed values are the same to the bit (past
-    its length they mean nothing)."""
+    """_smooth(rows[a, ..., :lengths[a]], sigma) for every a at once. Each row a holds its values
+    in its first lengths[a] places and has at least the filter's reach of room after them; there
+    it is made its own mirror image, as _correlate extends a line, so that its smoothed values
+    are the same to the bit (past its length they mean nothing)."""
     reach = _reach(sigma)
     rows = rows.copy()
     for a, length in enumerate(lengths):
