@@ -41,7 +41,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     params = load_params()
-    restorer = Restorer.from_params(params, paths.adapter(params.train.order()[-1]))
+    restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
     index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split") == "val")
     root = Path(params.data.source_dir)
     rows = []
