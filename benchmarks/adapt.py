@@ -215,7 +215,9 @@ def main_benchmark() -> None:
                 seconds = train_point(project, json.loads(json.dumps(params)), point)
                 with chdir(project):
                     typed = load_params(paths.PARAMS)
-                    adapter = Restorer.from_params(typed, paths.adapter(typed.train.order()[-1]))
+                    adapter = Restorer.from_params(
+                        typed, paths.adapter(typed.train.restoring_level())
+                    )
                     adapted = cell_psnr(restored(adapter, pairs, typed), pairs, typed)
                 found = scores(base, adapted, blurred, typed.eval.interval)
                 points.append(point | {"train_seconds": round(seconds, 1)} | found)

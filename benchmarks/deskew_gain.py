@@ -49,7 +49,9 @@ def _oracle(image: np.ndarray, meta: dict) -> np.ndarray:
 def main() -> None:
     params = load_params(REPO / "params.yaml")
     restorer = Restorer.from_params(
-        params, paths.adapter(params.train.order()[-1]), choose_device(params.compute.device).value
+        params,
+        paths.adapter(params.train.restoring_level()),
+        choose_device(params.compute.device).value,
     )
     steps, seed, batch, metric = (
         params.eval.steps,

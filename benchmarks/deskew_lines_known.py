@@ -91,7 +91,9 @@ def _lines_known(scan: np.ndarray, sharp: np.ndarray, drawn: dict) -> deskew.Ske
 def main() -> None:
     params = load_params(REPO / "params.yaml")
     restorer = Restorer.from_params(
-        params, paths.adapter(params.train.order()[-1]), choose_device(params.compute.device).value
+        params,
+        paths.adapter(params.train.restoring_level()),
+        choose_device(params.compute.device).value,
     )
     report = {"cpu": cpu_model(), "steps": params.eval.steps, "cells": {}}
     for level in params.degrade.levels:

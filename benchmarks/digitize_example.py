@@ -35,7 +35,7 @@ def main() -> None:
     sharp, table, sidecar = draw_chart(params.data.charts, args.chart, size_px=tuple(args.size))
     level = params.degrade.level("gaussian", "medium")
     blurred, _ = degrade(sharp, "gaussian", level, item_rng(0, "example", args.chart))
-    restorer = Restorer.from_params(params, paths.adapter(params.train.order()[-1]))
+    restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
     restored = restorer.restore_image(blurred, params.eval.steps)
     images = REPO / "docs/images"
     Image.fromarray(blurred).save(images / "digitize_input.png")

@@ -55,7 +55,7 @@ def _exports(params, folder: Path) -> dict[str, Path]:
     from linefuse.inference import onnx_export
     from linefuse.inference.onnx_model import ONNX_FILE
 
-    adapter = paths.adapter(params.train.order()[-1])
+    adapter = paths.adapter(params.train.restoring_level())
     exports = {"exact_group_norm": folder / "exact_group_norm"}
     onnx_export.export_onnx(paths.BASE_DIR, adapter, exports["exact_group_norm"])
     plain = onnx_export._with_exact_group_norms
@@ -82,7 +82,7 @@ def _variants(params, exports: dict[str, Path]) -> dict:
     from linefuse.inference.onnx_model import OPTIMISATION, OnnxModel
     from linefuse.inference.torch_model import TorchModel
 
-    adapter = paths.adapter(params.train.order()[-1])
+    adapter = paths.adapter(params.train.restoring_level())
     torch_model = TorchModel.from_folders(params, paths.BASE_DIR, adapter, "cpu")
     variants = {"torch_eager": lambda: torch_model}
     for export in ("exact_group_norm", "instance_norm"):
@@ -224,7 +224,7 @@ def _startup(params, export: Path, runs: int) -> dict:
 
     sharp = draw_chart(params.data.charts, 0)[0]
     blurred = ndimage.gaussian_filter(sharp.astype(np.float64), (1.2, 1.2, 0))
-    adapter = paths.adapter(params.train.order()[-1])
+    adapter = paths.adapter(params.train.restoring_level())
     wall: dict[str, list[float]] = {"onnx": [], "torch": []}
     stage: dict[str, list[float]] = {"onnx": [], "torch": []}
     with tempfile.TemporaryDirectory() as scratch:
@@ -281,7 +281,7 @@ def main() -> None:
             "onnxruntime": onnxruntime_version,
             "onnxruntime_threads": threads(),
         },
-        "model": f"{params.model.unet} + models/lora/{params.train.order()[-1]}",
+        "model": f"{params.model.unet} + models/lora/{params.train.restoring_level()}",
         "steps": params.eval.steps,
         "load_average": {"before": round(os.getloadavg()[0], 2)},
     }

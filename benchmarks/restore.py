@@ -52,7 +52,7 @@ def _project(params) -> None:
 
     shutil.copytree(paths.unet_folder(params.model.unet), paths.BASE_DIR)
     lora = add_lora(load_base(paths.BASE_DIR), params.train.lora)
-    save_adapter(lora, paths.adapter(params.train.order()[-1]))
+    save_adapter(lora, paths.adapter(params.train.restoring_level()))
 
 
 def run_case(size: int, steps: int) -> dict:
@@ -109,7 +109,7 @@ def run_serve(size: int, steps: int, tile: str) -> dict:
         client = TestClient(create_app(params, paths.LORA_DIR, "cpu"))
         client.post("/restore?steps=1", files={"file": ("w.png", small.getvalue())})
         service = client.app.state.service
-        restorer = service.restorers[params.train.order()[-1]]
+        restorer = service.restorers[params.train.restoring_level()]
         chosen = restorer.tile_for(size, size)
         batch = restorer.tile_batch(chosen)
         started = time.perf_counter()

@@ -57,7 +57,7 @@ def main() -> None:
     before = os.getloadavg()[0]
     client = TestClient(create_app(params, paths.LORA_DIR, "cpu"))
     client.post("/restore", files={"file": ("warm.png", png)}).raise_for_status()
-    restorer = client.app.state.service.restorers[params.train.order()[-1]]
+    restorer = client.app.state.service.restorers[params.train.restoring_level()]
     seconds = []
     for _ in range(args.posts):
         started = time.perf_counter()
