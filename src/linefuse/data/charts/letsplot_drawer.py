@@ -12,9 +12,13 @@ label owns the changed pixels nearest its anchor along its axis (facts.label_box
 
 from __future__ import annotations
 
+import functools
 import io
+import os
 import re
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +50,14 @@ Y_MARGIN = 0.05  # of the data's range above and below, as matplotlib's default 
 NUMBERS = "~g"
 MARKED = "#ff00ff"  # the tick labels' colour in the second export, whose changed pixels are labels
 TRANSLATE = re.compile(r"translate\(\s*([-0-9.e]+)[ ,]+([-0-9.e]+)")
+SYSTEM_FONTCONFIG = Path("/etc/fonts/fonts.conf")
+# matplotlib's own fonts by generic family, for a machine with no fontconfig set-up
+FONT_ALIASES = {
+    "sans": "DejaVu Sans",
+    "sans-serif": "DejaVu Sans",
+    "serif": "DejaVu Serif",
+    "monospace": "DejaVu Sans Mono",
+}
 
 
 def render(plan) -> tuple[np.ndarray, dict]:
@@ -53,6 +65,7 @@ def render(plan) -> tuple[np.ndarray, dict]:
     Lets-Plot in the theme plan.style."""
     import lets_plot as lp
 
+    _ensure_fonts()
     chart, limits = _chart(plan)
     image = _export(chart)
     marked = _export(chart + lp.theme(axis_text=lp.element_text(color=MARKED)))
@@ -149,6 +162,34 @@ def _chart(plan):
     if plan.grid_flip:  # the theme's grid switched off
         chart += lp.theme(panel_grid=lp.element_blank())
     return chart, limits
+
+
+@functools.cache
+def _ensure_fonts() -> None:
+    """Lets-Plot's rasteriser finds its fonts through fontconfig and fails when it finds none
+    (a container image without /etc/fonts, as on the lent GPU machines). There, point fontconfig
+    at matplotlib's bundled DejaVu fonts, which every machine that draws charts has; a machine
+    with its own fontconfig set-up keeps it."""
+    if os.environ.get("FONTCONFIG_FILE") or SYSTEM_FONTCONFIG.exists():
+        return
+    import matplotlib
+
+    fonts = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    cache = Path(tempfile.gettempdir()) / "linefuse-fontconfig"
+    aliases = "".join(
+        f"<alias><family>{generic}</family><prefer><family>{name}</family></prefer></alias>"
+        for generic, name in FONT_ALIASES.items()
+    )
+    config = (
+        '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd">'
+        f"<fontconfig><dir>{fonts}</dir><cachedir>{cache}</cachedir>{aliases}</fontconfig>"
+    )
+    cache.mkdir(exist_ok=True)
+    path = cache / "fonts.conf"
+    partial = cache / f"fonts.conf.{os.getpid()}"
+    partial.write_text(config)
+    partial.replace(path)
+    os.environ["FONTCONFIG_FILE"] = str(path)
 
 
 def _export(chart) -> np.ndarray:
