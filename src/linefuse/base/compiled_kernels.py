@@ -7,10 +7,12 @@ and the next window on that kind hot-loads them (`load_cache_artifacts`) before 
 inductor then finds every graph in its cache instead of generating and tuning it again. Where the
 versions differ, or the kind is new, nothing is loaded and the window compiles as before.
 
-The file is safetensors (one uint8 tensor of torch's own serialised bytes per kind, the versions
-and a sha256 in the metadata). torch unpickles parts of those bytes when it loads them, so only
-files that LineFuse's own windows wrote and the project committed are read, and only when their
-sha256 matches.
+The file is safetensors (one uint8 tensor of torch's own serialised bytes per kind, zlib-packed,
+the versions and the bytes' sha256 in the metadata). Packed, because a lent machine hands back
+files of 16 MiB at most and an H200's kernels for the base are about 42 MB as torch writes them:
+unpacked they never came back, and every fresh machine compiled for a minute again. torch
+unpickles parts of those bytes when it loads them, so only files that LineFuse's own windows
+wrote and the project committed are read, and only when their sha256 matches.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import zlib
 from pathlib import Path
 
 import torch
@@ -25,6 +28,9 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 log = logging.getLogger("linefuse")
+
+PACKING = "zlib"
+RETURNED_BYTES = 16 * 2**20  # the largest file a lent machine hands back
 
 
 def versions() -> dict[str, str | None]:
@@ -44,7 +50,13 @@ def _read(path: Path) -> dict[str, tuple[bytes, dict]]:
         return {}
     with safe_open(str(path), "pt") as handle:
         meta = json.loads(handle.metadata()["kernels"])
-        return {kind: (handle.get_tensor(kind).numpy().tobytes(), meta[kind]) for kind in meta}
+        entries = {}
+        for kind, info in meta.items():
+            data = handle.get_tensor(kind).numpy().tobytes()
+            if info.get("packing") == PACKING:
+                data = zlib.decompress(data)
+            entries[kind] = (data, info)
+        return entries
 
 
 def load_kernels(path: Path, kind: str) -> bool:
@@ -82,9 +94,17 @@ def save_kernels(path: Path, kind: str, previous: Path) -> bool:
         entries[kind] = (data, {"versions": versions(), "sha256": hashlib.sha256(data).hexdigest()})
     if not entries:
         return False
-    tensors = {
-        k: torch.frombuffer(bytearray(data), dtype=torch.uint8) for k, (data, _) in entries.items()
-    }
-    meta = {k: info for k, (_, info) in entries.items()}
+    packed = {k: zlib.compress(data, 6) for k, (data, _) in entries.items()}
+    tensors = {k: torch.frombuffer(bytearray(b), dtype=torch.uint8) for k, b in packed.items()}
+    meta = {k: {**info, "packing": PACKING} for k, (_, info) in entries.items()}
     save_file(tensors, str(path), metadata={"kernels": json.dumps(meta)})
+    size = path.stat().st_size
+    log.info("base-window: wrote %.1f MB of compiled kernels (%s)", size / 1e6, ", ".join(meta))
+    if size > RETURNED_BYTES:
+        log.warning(
+            "base-window: %s is %.1f MB, over the %d MiB a lent machine hands back",
+            path,
+            size / 1e6,
+            RETURNED_BYTES // 2**20,
+        )
     return kind in entries
