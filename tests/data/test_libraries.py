@@ -175,6 +175,43 @@ def test_a_process_forked_after_vega_lite_drew_says_it_cannot_draw_it():
             pool.apply_async(draw_chart, (cfg, 1)).get(timeout=120)
 
 
+# Lets-Plot's chart in a fresh process, and the fontconfig set-up it drew with
+FONTCONFIG_SET_UP = """
+import json, os, sys
+from linefuse.data.charts import draw_chart
+from linefuse.params.data import ChartParams
+image, _, sidecar = draw_chart(ChartParams.model_validate(json.loads(sys.argv[1])), 0)
+boxes = [label["box"] for label in sidecar["tick_labels"]]
+ink = [int((image[int(y0):int(y1) + 1, int(x0):int(x1) + 1] < 175).any(axis=2).sum())
+       for x0, y0, x1, y1 in boxes]
+print(json.dumps({"config": os.environ.get("FONTCONFIG_FILE"), "ink": ink}))
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter draws a whole chart
+def test_lets_plot_draws_its_labels_with_matplotlibs_fonts(tmp_path):
+    """Without FONTCONFIG_FILE, the Lets-Plot drawer points its fontconfig at matplotlib's
+    bundled fonts (it reads no system config, and fails on a machine with no fonts in the
+    default folders), and the chart's tick labels are drawn with them."""
+    block = one_library("letsplot").model_dump(mode="json")
+    env = {k: v for k, v in os.environ.items() if k != "FONTCONFIG_FILE"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", FONTCONFIG_SET_UP, json.dumps(block)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    config = Path(found["config"])
+    assert config.parent.parent == tmp_path  # the drawer's own config, in the process's TMPDIR
+    fonts = Path(config.read_text().split("<dir>")[1].split("</dir>")[0])
+    assert (fonts / "DejaVuSans.ttf").is_file()
+    assert len(found["ink"]) >= 4 and min(found["ink"]) >= 4, found["ink"]
+
+
 def test_libraries_draw_their_shares_each_in_its_themes():
     cfg = charts()
     plans = [plan_chart(cfg, index) for index in range(300)]

@@ -50,8 +50,7 @@ Y_MARGIN = 0.05  # of the data's range above and below, as matplotlib's default 
 NUMBERS = "~g"
 MARKED = "#ff00ff"  # the tick labels' colour in the second export, whose changed pixels are labels
 TRANSLATE = re.compile(r"translate\(\s*([-0-9.e]+)[ ,]+([-0-9.e]+)")
-SYSTEM_FONTCONFIG = Path("/etc/fonts/fonts.conf")
-# matplotlib's own fonts by generic family, for a machine with no fontconfig set-up
+# matplotlib's own fonts by generic family: the fonts Lets-Plot draws with on every machine
 FONT_ALIASES = {
     "sans": "DejaVu Sans",
     "sans-serif": "DejaVu Sans",
@@ -166,11 +165,12 @@ def _chart(plan):
 
 @functools.cache
 def _ensure_fonts() -> None:
-    """Lets-Plot's rasteriser finds its fonts through fontconfig and fails when it finds none
-    (a container image without /etc/fonts, as on the lent GPU machines). There, point fontconfig
-    at matplotlib's bundled DejaVu fonts, which every machine that draws charts has; a machine
-    with its own fontconfig set-up keeps it."""
-    if os.environ.get("FONTCONFIG_FILE") or SYSTEM_FONTCONFIG.exists():
+    """Lets-Plot's rasteriser carries its own fontconfig, which reads no system config: it takes
+    whatever fonts lie in the default folders, and fails where there are none (the lent GPU
+    image). So, unless FONTCONFIG_FILE says otherwise, fontconfig is pointed at matplotlib's
+    bundled DejaVu fonts, which every machine that draws charts has: the same fonts, and so the
+    same charts, wherever they are drawn."""
+    if os.environ.get("FONTCONFIG_FILE"):
         return
     import matplotlib
 
