@@ -94,7 +94,7 @@ def save_kernels(path: Path, kind: str, previous: Path) -> bool:
         entries[kind] = (data, {"versions": versions(), "sha256": hashlib.sha256(data).hexdigest()})
     if not entries:
         return False
-    packed = {k: zlib.compress(data, 6) for k, (data, _) in entries.items()}
+    packed = {k: zlib.compress(data) for k, (data, _) in entries.items()}
     tensors = {k: torch.frombuffer(bytearray(b), dtype=torch.uint8) for k, b in packed.items()}
     meta = {k: {**info, "packing": PACKING} for k, (_, info) in entries.items()}
     save_file(tensors, str(path), metadata={"kernels": json.dumps(meta)})

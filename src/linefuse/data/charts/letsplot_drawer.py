@@ -185,6 +185,8 @@ def _ensure_fonts() -> None:
         f"<fontconfig><dir>{fonts}</dir><cachedir>{cache}</cachedir>{aliases}</fontconfig>"
     )
     cache.mkdir(exist_ok=True)
+    # a partial named by the process, not stage.atomic_file: the bank's workers write this file
+    # at once, and atomic_file would clear the temporaries of the others
     path = cache / "fonts.conf"
     partial = cache / f"fonts.conf.{os.getpid()}"
     partial.write_text(config)
