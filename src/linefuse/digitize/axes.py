@@ -100,19 +100,26 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[::2], edges[1::2]
 
 
-def _line_runs(image: np.ndarray, ink: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink,
-    gaps of at most LINE_GAP bridged; the length is 0 unless the run is a straight line, mostly
-    ink (LINE_FILL) of one colour (LINE_HUE), as a spine, a grid line or a panel is and a line of
-    text or a curve is not."""
+def _line_runs(
+    image: np.ndarray, ink: np.ndarray, shortest: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink
+    (the leftmost of equals), gaps of at most LINE_GAP bridged; the length is 0 unless the run
+    is at least `shortest` px and a straight line, mostly ink (LINE_FILL) of one colour
+    (LINE_HUE), as a spine, a grid line or a panel is and a line of text or a curve is not.
+    Every row's runs are found at once; only the rows whose longest run is long enough are
+    looked at one by one."""
     bridged = ndimage.binary_closing(ink, structure=np.ones((1, 2 * LINE_GAP + 1))) | ink
+    edges = np.diff(np.pad(bridged, ((0, 0), (1, 1))).astype(np.int8), axis=1)
+    run_rows, run_starts = np.nonzero(edges == 1)
+    run_ends = np.nonzero(edges == -1)[1]  # row by row, as the starts: a run ends in its row
+    by_row = np.lexsort((run_starts, run_starts - run_ends, run_rows))  # longest first, then left
+    firsts = by_row[np.diff(run_rows[by_row], prepend=-1) != 0]
     lengths, starts, ends = (np.zeros(len(ink), dtype=int) for _ in range(3))
-    for row, line in enumerate(bridged):
-        run_starts, run_ends = _runs(line)
-        if not len(run_starts):
+    longest = zip(run_rows[firsts], run_starts[firsts], run_ends[firsts], strict=True)
+    for row, start, end in longest:
+        if end - start < shortest:
             continue
-        best = (run_ends - run_starts).argmax()
-        start, end = run_starts[best], run_ends[best]
         inked = ink[row, start:end]
         colours = image[row, start:end][inked].astype(np.float32)
         if inked.mean() < LINE_FILL or len(colours) == 0:
@@ -129,8 +136,8 @@ def _box_from_lines(
     """The box spanned by the long horizontal and vertical lines, and their rows and columns;
     None for the box when there are none either way."""
     height, width = ink.shape
-    h_len, h_start, h_end = _line_runs(image, ink)
-    v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T)
+    h_len, h_start, h_end = _line_runs(image, ink, LINE_SHARE * width)
+    v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T, LINE_SHARE * height)
     rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_len.max()))
     cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_len.max()))
     # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
