@@ -109,8 +109,8 @@ def read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
     for row, line in enumerate(lines):
         page.paste(line, (GAP_PX, GAP_PX + row * (LINE_PX + GAP_PX)))
     # The page goes to Tesseract as an uncompressed BMP, not as the PNG pytesseract writes for an
-    # image: compressing a page of 240 lines took 0.19 s, about a seventh of Tesseract's reading
-    # of it, which takes the same time from either file and reads the same words.
+    # image: compressing a tall page costs a good share of Tesseract's reading of it, which is as
+    # fast from either file and reads the same words (docs/benchmarks.md, "digitize").
     with _one_thread(), tempfile.TemporaryDirectory(prefix="linefuse-ocr-") as folder:
         path = os.path.join(folder, "page.bmp")
         page.save(path)
