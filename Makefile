@@ -11,7 +11,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install dvc.yaml repro readme snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader cluster-up cluster-down clean
+.PHONY: install dvc.yaml repro readme snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader digitize-reader cluster-up cluster-down clean
 
 install: $(STAMP)
 
@@ -92,11 +92,11 @@ wheels:
 	  --platform manylinux2014_x86_64 -d .whl \
 	  $$(for name in $(GPU_WHEELS); do grep -i "^$$name==" requirements.lock; done)
 
-# `make label-reader`: remake the tick-label reader LineFuse ships (src/linefuse/zoo/
-# <label_reader.name>: weights, scores.json and a model card) from params.yaml's label_reader
-# block, on every core. Commit the folder it writes.
-label-reader: $(STAMP)
-	$(BIN)/linefuse label-reader
+# `make label-reader` and `make digitize-reader`: remake a tick-label reader LineFuse ships
+# (src/linefuse/zoo/<name>: weights, scores.json and a model card) from params.yaml's
+# label_reader or digitize_reader block, on every core. Commit the folder it writes.
+label-reader digitize-reader: $(STAMP)
+	$(BIN)/linefuse $@
 
 # `make bank`: draw the base's sharp charts (params.yaml base.bank) once, on all cores, into an LMDB
 # env under .linefuse/bank/<fingerprint of the chart params>; a rerun continues after a stop.

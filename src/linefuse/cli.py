@@ -86,16 +86,19 @@ def run_base_land(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
+    """label-reader and digitize-reader: the reader their params.yaml section describes."""
     from linefuse.evaluate.label_reader_card import score_reader, write_scores_and_card
     from linefuse.train.label_reader_training import train_label_reader
 
-    folder = paths.zoo_model(params.label_reader.name)
-    with stage("label-reader") as written:
-        reader, metrics = train_label_reader(params, args.workers)
-        scores = score_reader(reader, params, args.workers)
+    section = args.command.replace("-", "_")
+    cfg = getattr(params, section)
+    folder = paths.zoo_model(cfg.name)
+    with stage(args.command) as written:
+        reader, metrics = train_label_reader(params, cfg, args.workers)
+        scores = score_reader(reader, params, cfg, args.workers)
         with atomic_dir(folder) as tmp:
             reader.save_pretrained(tmp)
-            write_scores_and_card(params, tmp, metrics, scores)
+            write_scores_and_card(params, section, tmp, metrics, scores)
         written.append(folder)
 
 
@@ -282,7 +285,7 @@ def _add_base_land(commands) -> None:
 
 
 def _add_training_commands(commands) -> None:
-    """bank, base and label-reader: the models LineFuse ships."""
+    """bank, base, label-reader and digitize-reader: the models LineFuse ships."""
     _add_stage(
         commands,
         "bank",
@@ -304,6 +307,14 @@ def _add_training_commands(commands) -> None:
         run_label_reader,
         f"train the tick-label reader LineFuse ships ({paths.ZOO_DIR.name}/<label_reader.name>) "
         "on sharp label crops, score it and write its model card",
+        workers=True,
+    )
+    _add_stage(
+        commands,
+        "digitize-reader",
+        run_label_reader,
+        f"train the tick-label reader digitize reads with ({paths.ZOO_DIR.name}/"
+        "<digitize_reader.name>) on sharp and degraded label crops, score it and write its card",
         workers=True,
     )
 

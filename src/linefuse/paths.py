@@ -66,7 +66,7 @@ def unet_config(spec: str) -> dict:
     return json.loads(path.read_text())
 
 
-LABEL_READER = "label-reader"  # the tick-label reader LineFuse ships, which digitize reads with
+DIGITIZE_READER = "digitize-reader"  # the label reader digitize reads with: digitize_reader.name
 
 
 def zoo_model(name: str) -> Path:

@@ -319,6 +319,12 @@ MUTATIONS = [
         "base.bank.label_focus",
         "less than or equal to 1",
     ),
+    (
+        "a reader trained on the held-out library",
+        lambda p: p["digitize_reader"].update(libraries=["matplotlib", "vegalite"]),
+        "digitize_reader.libraries",
+        "'vegalite' is not a library a reader may train on",
+    ),
 ]
 
 
@@ -338,16 +344,21 @@ def test_every_mutation_stops_a_stage_that_reads_it_before_it_touches_a_file(
     trained_project, tmp_path, capsys
 ):
     """A good run's outputs, then each bad params.yaml under a command that reads the bad key's
-    section (the stages that declare it in turn; base and label_reader, which no stage reads,
-    under `bank` and `label-reader`; a misspelt section under any stage): exit 2, one line
-    naming the key, and not one byte of data/, models/, metrics/ or logs/ changed."""
+    section (the stages that declare it in turn; base and the two readers, which no stage reads,
+    under `bank`, `label-reader` and `digitize-reader`; a misspelt section under any stage):
+    exit 2, one line naming the key, and not one byte of data/, models/, metrics/ or logs/
+    changed."""
     project = tmp_path / "project"
     shutil.copytree(trained_project, project, symlinks=True)
     before = {
         folder: file_digests(project / folder) for folder in ("data", "models", "metrics", "logs")
     }
     levels = {"shard": "easy", "embed": "hard", "train": "medium"}
-    readers: dict[str, list[list[str]]] = {"base": [["bank"]], "label_reader": [["label-reader"]]}
+    readers: dict[str, list[list[str]]] = {
+        "base": [["bank"]],
+        "label_reader": [["label-reader"]],
+        "digitize_reader": [["digitize-reader"]],
+    }
     for stage in STAGES:
         command = [stage.command.replace("_", "-")]
         command += ["--level", levels[command[0]]] if command[0] in levels else []

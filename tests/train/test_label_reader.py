@@ -1,4 +1,5 @@
-"""The label reader: its crops, its CTC loss, `linefuse label-reader`, and the shipped reader."""
+"""The label readers: their crops, the CTC loss, `linefuse label-reader` and `digitize-reader`,
+and the two shipped readers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import yaml
 from PIL import Image
 
 from linefuse import paths
-from linefuse.data.label_patches import label_patches
+from linefuse.data.charts import draw_chart
+from linefuse.data.label_patches import found_labels, label_patches
 from linefuse.data.labels import encode
 from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
@@ -22,6 +24,7 @@ from conftest import ROOT, run_cli, tiny_params, write_params
 
 PARAMS = load_params(ROOT / "params.yaml")
 SHIPPED = paths.zoo_model(PARAMS.label_reader.name)
+DIGITIZE = paths.zoo_model(PARAMS.digitize_reader.name)
 CHARTS = list(range(12))  # default charts (seed 0): the reader never trained on them
 
 
@@ -45,6 +48,10 @@ def _boxes(labels) -> torch.Tensor:
     return torch.cat([torch.arange(len(labels))[:, None], torch.from_numpy(labels.boxes)], 1)
 
 
+def _centre(box) -> np.ndarray:
+    return (np.asarray(box[:2]) + np.asarray(box[2:])) / 2
+
+
 def _cer(reader, labels) -> float:
     reads = read_labels(reader, labels.images(slice(None)), _boxes(labels))
     return character_error_rate(reads, labels.texts)["cer"]
@@ -55,6 +62,30 @@ def test_the_shipped_reader_reads_sharp_labels_and_fails_on_blurred_ones(reader,
     sharp_cer, blurred_cer = _cer(reader, sharp), _cer(reader, blurred)
     assert sharp_cer <= 0.10, blurred_cer
     assert blurred_cer >= 0.25 and blurred_cer > 3 * sharp_cer, (sharp_cer, blurred_cer)
+
+
+def test_digitize_reads_with_a_reader_that_reads_blurred_labels_too(reader, sharp, blurred):
+    """The reader digitize ships with reads what the base's reader cannot: hard-blurred labels."""
+    assert paths.DIGITIZE_READER == PARAMS.digitize_reader.name
+    robust = LabelReader.from_pretrained(DIGITIZE).eval()
+    sharp_cer, blurred_cer = _cer(robust, sharp), _cer(robust, blurred)
+    assert sharp_cer <= 0.10, sharp_cer
+    assert blurred_cer <= 0.5 * _cer(reader, blurred), blurred_cer
+
+
+def test_found_labels_are_the_words_digitize_finds_with_the_drawn_texts():
+    """A reader for digitize trains at the word boxes digitize itself finds: on sharp default
+    charts, most drawn labels are found, each with the text drawn nearest its centre."""
+    drawn, found = 0, []
+    for index in CHARTS:
+        image, _, sidecar = draw_chart(PARAMS.data.charts, index)
+        labels = sidecar["tick_labels"]
+        drawn += len(labels)
+        for label in found_labels(image, labels):
+            centre = _centre(label["box"])
+            nearest = min(labels, key=lambda drawn: np.abs(_centre(drawn["box"]) - centre).sum())
+            found.append(label["text"] == nearest["text"])
+    assert len(found) >= 0.8 * drawn and all(found), (len(found), drawn)
 
 
 def test_the_shipped_reader_is_small_and_carded():
@@ -111,6 +142,18 @@ def test_a_bad_crop_size_is_a_one_line_error_naming_the_key():
     params["label_reader"]["width"] = 63
     with pytest.raises(ParamsError, match="label_reader.width"):
         parse_params(params)
+
+
+@pytest.mark.slow  # draws charts and trains a few steps
+def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
+    params = tiny_params()
+    params["digitize_reader"].update(name="test-digitize", charts=3, steps=2, score_charts=2)
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "digitize-reader", "--workers", "1") == 0
+    card = (tmp_path / "zoo" / "test-digitize" / "README.md").read_text()
+    assert "make digitize-reader" in card and "degraded copies" in card
+    assert "the words digitize finds" in card and "matplotlib, plotnine" in card
 
 
 @pytest.mark.slow  # draws charts and trains a few steps

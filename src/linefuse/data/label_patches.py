@@ -4,7 +4,10 @@ Each readable tick label (data/labels.readable) of a chart is cut out as a fixed
 PAD image pixels above and left of its box, so thousands of labels from charts of different
 sizes stack into one array and crop_labels (digitize/label_reader.py) can cut them again, with the
 box jittered, at every training step. A chart may be degraded before its labels are cut (the
-blur spreads from the chart around each label), each degradation seeded per chart.
+blur spreads from the chart around each label), each degradation seeded per chart, and its
+labels may be cut at the boxes of the words digitize finds (axes.find_frame) instead of the
+drawer's: a reader for digitize then learns the crops it will be given, blurred glyphs' wider
+boxes and all.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import torch
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.labels import encode, normalise, readable
+from linefuse.digitize.axes import find_frame
 from linefuse.params.data import ChartParams
+from linefuse.params.degrade import DegradeParams
 from linefuse.stage import ordered_map
 
 PATCH = (48, 128)  # (rows, columns) of image pixels per patch: the largest tick label and PAD
 PAD = 8  # image pixels kept above and left of each box, room for the box's jitter and margin
+MATCH_PX = 2.0  # px: a found word is a drawn label where each centre is this near the other
 
 
 @dataclass(frozen=True)
@@ -74,22 +80,81 @@ def cut(image: np.ndarray, labels: list[dict]) -> tuple[np.ndarray, np.ndarray, 
     )
 
 
-def _chart_patches(index: int, cfg: ChartParams, blur) -> tuple:
+def found_labels(image: np.ndarray, labels: list[dict]) -> list[dict]:
+    """The drawn `labels` at the boxes of the words digitize finds in `image`: each word that
+    holds one label's centre, its centre in that label's box (both widened by MATCH_PX), takes
+    that label's text; words that hold none or several (labels run together) are left out."""
+    frame = find_frame(image)
+    if frame is None:
+        return []
+
+    def near(point: tuple[float, float], box) -> bool:
+        left, top, right, bottom = box
+        x, y = point
+        return left - MATCH_PX <= x <= right + MATCH_PX and top - MATCH_PX <= y <= bottom + MATCH_PX
+
+    found = []
+    for word in frame.x_words + frame.y_words:
+        hits = [
+            label
+            for label in labels
+            if near(_centre(label["box"]), word.box) and near(word.centre, label["box"])
+        ]
+        if len(hits) == 1:
+            found.append({"box": list(word.box), "text": hits[0]["text"]})
+    return found
+
+
+def _centre(box) -> tuple[float, float]:
+    left, top, right, bottom = box
+    return (left + right) / 2, (top + bottom) / 2
+
+
+def degraded_copies(
+    image: np.ndarray, index: int, degrade_cfg: DegradeParams, copies: int, seed: int
+) -> list[np.ndarray]:
+    """`copies` degraded versions of chart `index`, each in a domain and level of `degrade_cfg`
+    drawn for it, all seeded by (seed, index)."""
+    rng = item_rng(seed, index, "copies")
+    found = []
+    for copy in range(copies):
+        domain = degrade_cfg.domains[rng.integers(len(degrade_cfg.domains))]
+        level = degrade_cfg.levels[rng.integers(len(degrade_cfg.levels))]
+        rng_copy = item_rng(seed, index, domain, level, copy)
+        found.append(degrade(image, domain, degrade_cfg.level(domain, level), rng_copy)[0])
+    return found
+
+
+def _chart_patches(index: int, cfg: ChartParams, blur, copies, found: bool) -> tuple:
     image, _, sidecar = draw_chart(cfg, index)
     if blur is not None:
         domain, level, name, seed = blur
         image, _ = degrade(image, domain, level, item_rng(seed, index, domain, name))
-    patches, boxes, texts = cut(image, sidecar["tick_labels"])
-    return patches, boxes, texts, sidecar["family"] in cfg.held_out
+    views = [image] + (degraded_copies(image, index, *copies) if copies else [])
+    labels = sidecar["tick_labels"]
+    parts = [cut(view, found_labels(view, labels) if found else labels) for view in views]
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1].reshape(-1, 4) for p in parts]),
+        [text for p in parts for text in p[2]],
+        sidecar["family"] in cfg.held_out,
+    )
 
 
 def label_patches(
-    cfg: ChartParams, indices: list[int], workers: int, blur: tuple | None = None
+    cfg: ChartParams,
+    indices: list[int],
+    workers: int,
+    blur: tuple | None = None,
+    copies: tuple[DegradeParams, int, int] | None = None,
+    found: bool = False,
 ) -> LabelPatches:
     """The labels of charts `indices` drawn with `cfg`, on `workers` processes; with `blur` =
     (domain, level settings, level name, seed), each chart degraded so before its labels are
-    cut. The result does not depend on `workers`."""
-    task = partial(_chart_patches, cfg=cfg, blur=blur)
+    cut; with `copies` = (degrade settings, count, seed), each chart's labels cut from that many
+    degraded copies too (degraded_copies); `found`: cut at the words digitize finds
+    (found_labels), not at the drawer's boxes. The result does not depend on `workers`."""
+    task = partial(_chart_patches, cfg=cfg, blur=blur, copies=copies, found=found)
     charts = list(ordered_map(task, list(indices), workers, "label charts", "chart"))
     return LabelPatches(
         patches=np.concatenate([c[0] for c in charts]),

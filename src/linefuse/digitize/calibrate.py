@@ -138,10 +138,11 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
 
 @cache
 def _label_reader():
-    """The label reader LineFuse ships (digitize/label_reader.py), loaded once."""
+    """The label reader LineFuse ships for digitize (digitize/label_reader.py, trained on sharp
+    and degraded charts at the words axes.find_frame finds), loaded once."""
     from linefuse.digitize.label_reader import LabelReader
 
-    return LabelReader.from_pretrained(str(paths.zoo_model(paths.LABEL_READER))).eval()
+    return LabelReader.from_pretrained(str(paths.zoo_model(paths.DIGITIZE_READER))).eval()
 
 
 def _read_by_label_reader(items: list[tuple[np.ndarray, Frame]]) -> list[str]:

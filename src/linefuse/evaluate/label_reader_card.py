@@ -1,9 +1,10 @@
-"""The shipped label reader's scores and model card.
+"""A shipped label reader's scores and model card.
 
-The reader is scored on the tick labels of the first `label_reader.score_charts` default charts
-(data.charts, the seed the pipeline's own data uses, which it never trained on), sharp and
-Gaussian-blurred at each of degrade.levels (degrade.gaussian's ranges, seeded per chart): a
-reader whose CTC loss is to judge restorations must read sharp labels and fail on blurred ones.
+A reader is scored on the tick labels of the first `score_charts` default charts (data.charts,
+the seed the pipeline's own data uses, which it never trained on), sharp and Gaussian-blurred
+at each of degrade.levels (degrade.gaussian's ranges, seeded per chart): the reader whose CTC
+loss is to judge restorations must read sharp labels and fail on blurred ones; digitize's must
+read both.
 The character error rate is pooled: edit distances summed over the labels, over the characters.
 """
 
@@ -22,7 +23,21 @@ from linefuse.digitize.label_reader import LabelReader, read_labels
 from linefuse.digitize.ocr import edit_distance
 
 if TYPE_CHECKING:
+    from linefuse.params.base import LabelReaderParams
     from linefuse.params.full import Params
+
+# what each params.yaml reader section's reader is for, on its card
+PURPOSE = {
+    "label_reader": (
+        "Its CTC loss on restored label crops can join the base's pixel loss, so a restorer is "
+        "taught to draw the right digits; it reads sharp labels only, so that loss tells a "
+        "restoration's labels from a blurred one's."
+    ),
+    "digitize_reader": (
+        "`linefuse digitize` reads each tick label with it beside Tesseract "
+        "(linefuse.digitize.calibrate), on sharp, blurred and restored charts alike."
+    ),
+}
 
 
 def character_error_rate(reads: list[str], truths: list[str]) -> dict:
@@ -32,9 +47,10 @@ def character_error_rate(reads: list[str], truths: list[str]) -> dict:
     return {"cer": edits / max(characters, 1), "labels": len(truths), "characters": characters}
 
 
-def score_reader(reader: LabelReader, params: Params, workers: int) -> dict:
-    """{condition: {test, held_out}: CER}, condition sharp or gaussian_<level>."""
-    indices = list(range(params.label_reader.score_charts))
+def score_reader(reader: LabelReader, params: Params, cfg: LabelReaderParams, workers: int) -> dict:
+    """{condition: {test, held_out}: CER}, condition sharp or gaussian_<level>, at the drawer's
+    boxes."""
+    indices = list(range(cfg.score_charts))
     conditions = {"sharp": None} | {
         f"gaussian_{level}": (
             "gaussian",
@@ -59,10 +75,20 @@ def score_reader(reader: LabelReader, params: Params, workers: int) -> dict:
     return scores
 
 
-def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: dict) -> None:
-    """scores.json and the model card: what the reader is, how it was made and its scores."""
+def write_scores_and_card(
+    params: Params, section: str, folder: Path, metrics: dict, scores: dict
+) -> None:
+    """scores.json and the model card of the reader params.yaml's `section` describes: what it
+    is, how it was made and its scores."""
     (folder / paths.SCORES_FILE).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
-    cfg, charts = params.label_reader, params.data.charts
+    cfg, charts = getattr(params, section), params.data.charts
+    command = section.replace("_", "-")
+    libraries = cfg.libraries or params.base.libraries
+    copies = f", each also in {cfg.degraded} degraded copies (a `degrade` domain and level each)"
+    boxes = {
+        "sidecar": "the drawer's boxes",
+        "found": "the words digitize finds (axes.find_frame), each matched to one drawn label",
+    }[cfg.boxes]
     front = {
         "library_name": "linefuse",
         "pipeline_tag": "image-to-text",
@@ -78,24 +104,25 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         "A small CRNN (linefuse.digitize.label_reader.LabelReader, a diffusers `ModelMixin`: four",
         "conv blocks, a bidirectional GRU, CTC over the characters `0123456789.-+e`) that reads",
-        "a chart's tick labels from their boxes. Its CTC loss on restored label crops can join",
-        "the base's pixel loss, so a restorer is taught to draw the right digits.",
+        "a chart's tick labels from their boxes.",
+        PURPOSE[section],
         "",
         "## How it was made",
         "",
-        f"- Command: `make label-reader` (`linefuse label-reader`), at commit `{stage.commit()}`.",
+        f"- Command: `make {command}` (`linefuse {command}`), at commit `{stage.commit()}`.",
         f"- Architecture: {metrics['parameters']:,} parameters; crops of {cfg.height} x "
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
-        f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts "
-        f"drawn from `data.charts` with seed {params.base.chart_seed} (the default data uses "
-        f"{charts.seed}), never the held-out families ({', '.join(charts.held_out)}); every "
-        f"box edge jittered by up to {cfg.jitter_px} px.",
+        f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts"
+        f"{copies if cfg.degraded else ''}, drawn by {', '.join(libraries)} like the base's "
+        f"charts with seed {params.base.chart_seed} (the default data uses {charts.seed}), "
+        f"never the held-out families or libraries ({', '.join(charts.held_out)}); cut at "
+        f"{boxes}; every box edge jittered by up to {cfg.jitter_px} px.",
         f"- Training: {cfg.steps:,} steps of {cfg.batch_size} crops, AdamW, one-cycle lr "
         f"{cfg.lr:g}, seed {cfg.seed}; final loss {metrics['final_loss']:.3f}.",
         f"- Device: {metrics['device']} ({metrics['threads']} threads); {minutes:.1f} minutes "
         f"({metrics['draw_minutes']:.1f} drawing the charts).",
-        "- Parameters: the `label_reader`, `base.chart_seed` and `data.charts` entries of",
-        "  params.yaml at that commit.",
+        f"- Parameters: the `{section}`, `base` and `data.charts` entries of params.yaml at that",
+        "  commit.",
         "",
         "## Scores",
         "",
@@ -109,7 +136,7 @@ def write_scores_and_card(params: Params, folder: Path, metrics: dict, scores: d
         "",
         "## Remake it",
         "",
-        "`make label-reader`, then commit this folder.",
+        f"`make {command}`, then commit this folder.",
     ]
     (folder / paths.CARD_FILE).write_text("\n".join(lines) + "\n")
 

@@ -36,6 +36,7 @@ SECTION_NAMES = (
     "pretrain",
     "base",
     "label_reader",
+    "digitize_reader",
     "train",
     "eval",
     "tiles",

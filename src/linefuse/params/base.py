@@ -1,5 +1,5 @@
-"""params.yaml's `base` and `label_reader` sections: the models LineFuse trains once and ships
-(`linefuse base`, `base-window`, `label-reader`)."""
+"""params.yaml's `base`, `label_reader` and `digitize_reader` sections: the models LineFuse trains
+once and ships (`linefuse base`, `base-window`, `label-reader`, `digitize-reader`)."""
 
 from __future__ import annotations
 
@@ -99,11 +99,16 @@ class BaseParams(Strict):
 
 
 class LabelReaderParams(Strict):
-    """`linefuse label-reader` (make label-reader): the CRNN that reads tick labels, trained once
-    on sharp label crops and shipped in linefuse/zoo/<name> (digitize/label_reader.py)."""
+    """`linefuse label-reader` and `digitize-reader` (make label-reader, make digitize-reader): a
+    CRNN that reads tick labels (digitize/label_reader.py), trained once and shipped in
+    linefuse/zoo/<name>: the base's text loss reads with one that reads sharp labels only,
+    digitize with one that also reads them blurred, at the boxes it finds itself."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     charts: PositiveInt
+    libraries: list[str]  # the libraries drawing its charts, in equal shares; [] = base.libraries
+    degraded: Annotated[int, Field(ge=0, le=15)]  # degraded copies of each chart it also reads
+    boxes: Literal["sidecar", "found"]  # each label's box: the drawer's, or the word digitize finds
     height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]
     width: Annotated[int, Field(ge=8, le=1024, multiple_of=2)]
     channels: Annotated[list[PositiveInt], Field(min_length=4, max_length=4)]
@@ -114,6 +119,18 @@ class LabelReaderParams(Strict):
     jitter_px: Annotated[float, Field(ge=0.0, le=4.0)]
     seed: int
     score_charts: PositiveInt
+
+
+@cross_check("label_reader", "digitize_reader", "data")
+def readers_read_no_held_out_library(params) -> None:
+    for section in ("label_reader", "digitize_reader"):
+        for library in getattr(params, section).libraries:
+            if library not in LIBRARIES or library in params.data.charts.held_out:
+                raise KeyedError(
+                    f"{section}.libraries",
+                    f"{library!r} is not a library a reader may train on: choose among "
+                    f"{', '.join(n for n in LIBRARIES if n not in params.data.charts.held_out)}",
+                )
 
 
 @cross_check("base", "model")

@@ -43,6 +43,7 @@ class Params(Sections):
     pretrain: PretrainParams
     base: BaseParams
     label_reader: LabelReaderParams
+    digitize_reader: LabelReaderParams
     train: TrainParams
     eval: EvalParams
     tiles: TileParams

@@ -1,11 +1,12 @@
-"""`linefuse label-reader` (make label-reader): train the label reader LineFuse ships.
+"""`linefuse label-reader` and `digitize-reader`: train a label reader LineFuse ships.
 
-The tick labels of `label_reader.charts` charts drawn like the base's (data/stream.py's
-base_chart_params: base.chart_seed, never a held-out family) are cut out once, on every core,
-then the reader learns to read them sharp: AdamW on the CTC loss, a one-cycle learning rate,
-each step's crops cut with every box edge jittered by up to `jitter_px`. Seeded, so a run
-remakes the same weights on the same machine. evaluate/label_reader_card.py scores it and
-writes its card.
+The tick labels of a reader's `charts` charts drawn like the base's (data/charts'
+base_chart_params: base.chart_seed, never a held-out family or library), by its `libraries`
+where it names them, are cut out once, on every core: sharp, and from `degraded` degraded
+copies of each chart, at the drawer's boxes or at the words digitize finds (`boxes`). Then the
+reader learns to read them: AdamW on the CTC loss, a one-cycle learning rate, each step's crops
+cut with every box edge jittered by up to `jitter_px`. Seeded, so a run remakes the same
+weights on the same machine. evaluate/label_reader_card.py scores it and writes its card.
 """
 
 from __future__ import annotations
@@ -24,16 +25,36 @@ from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
 
 if TYPE_CHECKING:
+    from linefuse.params.base import LabelReaderParams
     from linefuse.params.full import Params
 
 log = logging.getLogger("linefuse")
 
 
-def train_label_reader(params: Params, workers: int) -> tuple[LabelReader, dict]:
-    """Trains a reader from scratch; returns it and what the card tells of the run."""
-    cfg = params.label_reader
+def reader_charts(params: Params, cfg: LabelReaderParams):
+    """The charts a reader trains on: the base's, drawn by cfg.libraries in equal shares if it
+    names them."""
+    charts = base_chart_params(params)
+    if not cfg.libraries:
+        return charts
+    shares = {name: 1 / len(cfg.libraries) for name in cfg.libraries}
+    return charts.model_copy(update={"libraries": shares})
+
+
+def train_label_reader(
+    params: Params, cfg: LabelReaderParams, workers: int
+) -> tuple[LabelReader, dict]:
+    """Trains the reader `cfg` (params.label_reader or params.digitize_reader) from scratch;
+    returns it and what the card tells of the run."""
     started = time.perf_counter()
-    labels = label_patches(base_chart_params(params), list(range(cfg.charts)), workers)
+    copies = (params.degrade, cfg.degraded, params.base.chart_seed) if cfg.degraded else None
+    labels = label_patches(
+        reader_charts(params, cfg),
+        list(range(cfg.charts)),
+        workers,
+        copies=copies,
+        found=cfg.boxes == "found",
+    )
     drawn = time.perf_counter()
     torch.manual_seed(cfg.seed)
     reader = LabelReader(cfg.height, cfg.width, tuple(cfg.channels), cfg.hidden)
