@@ -190,6 +190,7 @@ def test_the_label_reader_decides_where_tesseract_agrees_on_two_ticks_only():
     assert axis.value(56.5) == pytest.approx(400.0, abs=1.0)
 
 
+@needs_tesseract
 def test_crowded_x_labels_are_split_at_their_tick_marks():
     """Ten labels at 5.5 pt on a 2.1 in figure leave gaps between labels no wider than those
     between digits (one word without the split): the words are split at the major tick marks
