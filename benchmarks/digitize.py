@@ -23,6 +23,7 @@ from PIL import Image
 
 from linefuse.digitize.chart import Unreadable, digitize_many
 from linefuse.digitize.score import reading_score, score
+from linefuse.hardware import cpu_model
 
 BATCH = 16  # charts whose tick labels share one Tesseract call
 
@@ -74,6 +75,7 @@ def main() -> None:
         }
     result = {
         "splits": args.split,
+        "cpu_model": cpu_model(),
         "seconds_per_chart": seconds,
         "libraries": summary,
         "charts": rows,

@@ -36,12 +36,16 @@ def main() -> None:
     level = params.degrade.level("gaussian", "medium")
     blurred, _ = degrade(sharp, "gaussian", level, item_rng(0, "example", args.chart))
     restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
-    restored = restorer.restore_image(blurred, params.eval.steps)
+    straightened = restorer.straightened(blurred)
+    restored = restorer.restore_image(straightened, params.eval.steps, deskew="never")
     images = REPO / "docs/images"
     Image.fromarray(blurred).save(images / "digitize_input.png")
-    for name, image in (("blurred", blurred), ("restored", restored)):
+    for name, image, restored_from in (
+        ("blurred", blurred, None),
+        ("restored", restored, straightened),
+    ):
         try:
-            read = digitize(image)
+            read = digitize(image, restored_from)
         except Exception as why:  # noqa: BLE001 - the example says why a chart was not read
             print(f"{name}: not read: {why}")
             continue

@@ -1,15 +1,18 @@
-"""Digitize the val charts of a built project blurred, restored and sharp: the split that
-digitize's rules are tuned on (evaluate reports test and held-out).
+"""Digitize the charts of a built project blurred, restored and sharp: by default the val
+split, the one digitize's rules are tuned on (evaluate reports test and held-out).
 
-    python benchmarks/digitize_restored.py [--levels medium hard] [--out FILE.json]
+    python benchmarks/digitize_restored.py [--splits val] [--levels medium hard] [--alone]
+        [--out FILE.json]
 
-Run in a project that `make repro` built. Each whole val chart is degraded in every domain at
-each level as `shard` degrades it (its seed), straightened (eval.deskew) and restored by the
-run's final adapter at eval.steps, as evaluate does with its test charts. The input, the
-restoration and the sharp chart are digitized with no sidecar and scored against it (calibrated:
-both axes within 1% of their range at every tick used; curve error in % of the y range, an
-unread chart counting 100). Writes, per level and library, the charts' count, the share
-calibrated and the median curve error of each.
+Run in a project that `make repro` built. Each whole chart of the splits is degraded in every
+domain at each level as `shard` degrades it (its seed), straightened (eval.deskew) and restored
+by the run's final adapter at eval.steps, as evaluate does with its test charts. The input, the
+restoration (read with the input it came from, as `linefuse digitize` reads it; with --alone,
+also without, as kind model_alone) and the sharp chart are digitized with no sidecar and scored
+against it (calibrated: both axes within 1% of their range at every tick used; curve error in %
+of the y range, an unread chart counting 100). Writes, per level and library, the images'
+count, the share calibrated and the median curve error of each kind, and the share of images
+whose restoration reads with a lower error than their input.
 """
 
 from __future__ import annotations
@@ -35,17 +38,19 @@ from linefuse.params.full import load_params
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--splits", nargs="*", default=["val"])
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
+    parser.add_argument("--alone", action="store_true", help="also read restorations alone")
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/digitize_restored.json")
     )
     args = parser.parse_args()
     params = load_params()
     restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
-    index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split") == "val")
+    index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split").is_in(args.splits))
     root = Path(params.data.source_dir)
     rows = []
-    for image_id, rel in index.select("id", "path").iter_rows():
+    for image_id, rel, split in index.select("id", "path", "split").iter_rows():
         source = root / rel
         sharp = load_rgb(source)
         library = json.loads(source.with_suffix(".json").read_text())["library"]
@@ -60,11 +65,22 @@ def main() -> None:
             [images[key] for key in inputs], params.eval.steps, params.eval.seed
         )
         images |= {("model", *key[1:]): image for key, image in zip(inputs, restored, strict=True)}
-        for key, result in zip(images, digitize_many(list(images.values())), strict=True):
+        if args.alone:
+            images |= {("model_alone", *key[1:]): images[("model", *key[1:])] for key in inputs}
+        # each restoration is read with the input it was restored from, as linefuse digitize does
+        given = [images.get(("input", *key[1:])) if key[0] == "model" else None for key in images]
+        read = digitize_many(list(images.values()), given)
+        for key, result in zip(images, read, strict=True):
             calibrated, error = reading_score(result, source)
-            row = {"chart": rel, "library": library, "kind": key[0], "level": key[1]}
+            row = {"chart": rel, "split": split, "library": library, "kind": key[0]}
+            row |= {"level": key[1], "domain": key[2] if len(key) > 2 else "-"}
             rows.append(row | {"calibrated": calibrated, "curve_error": error})
         print(f"{rel}: {len(images)} images digitized", flush=True)
+    inputs_error = {
+        (row["chart"], row["level"], row["domain"]): row["curve_error"]
+        for row in rows
+        if row["kind"] == "input"
+    }
     groups = defaultdict(list)
     for row in rows:
         for library in (row["library"], "all"):
@@ -75,12 +91,21 @@ def main() -> None:
             "calibrated": float(np.mean([r["calibrated"] for r in group])),
             "median_curve_error_pct": float(np.median([r["curve_error"] for r in group])),
         }
+        | _lowered(group, inputs_error)
         for name, group in sorted(groups.items())
     }
     result = {"cpu_model": cpu_model(), "summary": summary, "images": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
+
+
+def _lowered(group: list[dict], inputs_error: dict) -> dict:
+    """For restorations: the share of images read with a lower curve error than their input."""
+    if not group[0]["kind"].startswith("model"):
+        return {}
+    lower = [r["curve_error"] < inputs_error[(r["chart"], r["level"], r["domain"])] for r in group]
+    return {"restoring_lowers_error": float(np.mean(lower))}
 
 
 if __name__ == "__main__":

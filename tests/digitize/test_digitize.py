@@ -143,6 +143,26 @@ def test_the_fit_whose_labels_match_the_readings_wins():
     assert [t.value for t in axis.used] == [120.0, 100.0, 80.0, 60.0, 40.0, 20.0]
 
 
+def test_a_point_read_with_no_digit_before_it_makes_no_tenths():
+    """A y axis 0 ... 120 as Tesseract read it on a sharp default chart: 120 as 12, 20 also as
+    .1. A reading with a point would offer every whole number read with its point put back
+    (read_ticks' _points_dropped); from .1 that is an axis ten times too small, which 12 agrees
+    with. Labels show their leading zero (0.1), so .1 offers nothing: the axis reads 0 to 120."""
+    from linefuse.digitize.calibrate import _points_dropped
+
+    positions = [10.5, 30.5, 50.5, 50.5, 109.5, 109.5, 129.5, 90.0]
+    texts = ["12", "100", "80", "30", "20", ".1", "0", "0"]
+    words = [0, 1, 2, 2, 3, 3, 4, 6]
+    ticks = [
+        Tick(p, float(t), t, (0, p - 4, 10, p + 4), w)
+        for p, t, w in zip(positions, texts, words, strict=True)
+    ]
+    assert _points_dropped(ticks) == []
+    axis = fit_axis("y", ticks + _points_dropped(ticks))
+    assert axis.value(10.5) == pytest.approx(120.0, abs=1.0)
+    assert "12" not in [t.text for t in axis.used]
+
+
 def test_evenly_spaced_labels_in_a_ratio_of_two_are_no_log_axis():
     """10000, 20000, 40000 evenly spaced fit a log line, but log axes label whole decades: it
     is a linear axis with a misread label (30000 read as 40000)."""
@@ -188,6 +208,33 @@ def test_the_label_reader_decides_where_tesseract_agrees_on_two_ticks_only():
     axis = fit_axis("x", ticks)
     assert sorted(t.text for t in axis.used) == ["500", "600"]
     assert axis.value(56.5) == pytest.approx(400.0, abs=1.0)
+
+
+@needs_tesseract
+def test_a_restoration_is_read_with_the_labels_of_the_input_it_came_from():
+    """A restoration that smeared every tick label (each word blurred where it stands) is read
+    with the input it was restored from: the label reader reads each word there too, at the box
+    found in the restoration, and both axes come back whole; without the input, not."""
+    from scipy.ndimage import gaussian_filter
+
+    from linefuse.digitize.axes import find_frame
+
+    def draw(ax):
+        x = np.linspace(0, 50, 60)
+        ax.plot(x, 300 + 4 * x)
+
+    original = _figure(draw)
+    smeared = original.copy()
+    for word in find_frame(original).x_words + find_frame(original).y_words:
+        left, top, right, bottom = (round(v) for v in word.box)
+        patch = smeared[top : bottom + 1, left : right + 1].astype(float)
+        smeared[top : bottom + 1, left : right + 1] = gaussian_filter(patch, (2.5, 2.5, 0))
+    paired = digitize(smeared, original)
+    assert sorted(t.value for t in paired.x_axis.used) == [0, 10, 20, 30, 40, 50]
+    assert sorted(t.value for t in paired.y_axis.used) == [300, 350, 400, 450, 500]
+    assert paired.y_axis.value(paired.y_axis.pixel(425.0)) == pytest.approx(425.0)
+    alone = digitize(smeared)
+    assert len(alone.x_axis.used) < 6 and len(alone.y_axis.used) < 5
 
 
 @needs_tesseract

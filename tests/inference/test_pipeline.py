@@ -197,7 +197,7 @@ def test_digitize_gives_the_series_read_from_each_restored_chart(models):
     blank = np.full((120, 160, 3), 255, np.uint8)
     pipe = LineFusePipeline.from_pretrained(models["pipeline"])
     out = pipe([chart, blank], output_type="np", digitize=True)
-    expected = digitize_many(out.images)
+    expected = digitize_many(out.images, [chart, blank])
     assert [type(found) for found in out.digitized] == [type(e) for e in expected]
     assert isinstance(out.digitized[1], Unreadable) and str(out.digitized[1]) == str(expected[1])
     if not isinstance(expected[0], Unreadable):

@@ -199,7 +199,7 @@ def test_http_service_restores_and_refuses_bad_requests(server):
 def test_digitize_returns_the_series_read_from_the_chart_or_why_not(server):
     """POST /digitize: a sharp default chart (restore=false) gives the CSV digitize() reads from
     it here, format=json adds its axes and overlay; restored first (the default), the CSV of the
-    image /restore returns; a blank frame is 422 with the reason."""
+    image /restore returns, read with the chart sent; a blank frame is 422 with the reason."""
     chart = ROOT / "tests/digitize/fixtures/chart_00039.png"
     pixels = np.asarray(Image.open(chart).convert("RGB"))
 
@@ -221,7 +221,7 @@ def test_digitize_returns_the_series_read_from_the_chart_or_why_not(server):
     restored = np.asarray(Image.open(io.BytesIO(restored.content)).convert("RGB"))
     answer = post(pixels)
     try:
-        assert answer.status_code == 200 and answer.text == csv_text(digitize(restored))
+        assert answer.status_code == 200 and answer.text == csv_text(digitize(restored, pixels))
     except Unreadable as why:
         assert answer.status_code == 422 and answer.json()["detail"] == str(why)
     blank = post(np.full((150, 200, 3), 255, np.uint8), restore="false")

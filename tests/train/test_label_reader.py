@@ -13,8 +13,8 @@ from PIL import Image
 
 from linefuse import paths
 from linefuse.data.charts import draw_chart
-from linefuse.data.label_patches import found_labels, label_patches
 from linefuse.data.labels import encode
+from linefuse.digitize.label_patches import found_labels, label_patches
 from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
 from linefuse.params import ParamsError

@@ -100,11 +100,15 @@ def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
     return np.repeat(dark[..., None], 3, axis=2)
 
 
-def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], list[Tick]]]:
+def read_ticks(
+    items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None] | None = None
+) -> list[tuple[list[Tick], list[Tick]]]:
     """The x and y ticks of each (image, frame), all read in as few Tesseract calls as a page
     allows. Each word is read once per darkening (GAMMAS) and each distinct number
     read is a candidate tick: the fit keeps at most one per word, the one that agrees. A word
-    with no number read is a tick with a NaN value (reported as rejected)."""
+    with no number read is a tick with a NaN value (reported as rejected). `inputs`: for each
+    item, the blurred chart it was restored from (of its size) or None; the label reader reads
+    each word there too, at the box found in the restoration (_read_by_label_reader)."""
     lines = []
     for image, frame in items:
         gray = Image.fromarray(ink_page(image, frame)).convert("L")
@@ -116,7 +120,7 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
     read = []
     for first in range(0, len(lines), MAX_LINES):
         read += [text for text, _ in read_page(lines[first : first + MAX_LINES])]
-    crnn = iter(_read_by_label_reader(items))
+    crnn = iter(_read_by_label_reader(items, inputs or [None] * len(items)))
     variants, first, found = len(GAMMAS), 0, []
     for _, frame in items:
         axes = []
@@ -128,7 +132,7 @@ def read_ticks(items: list[tuple[np.ndarray, Frame]]) -> list[tuple[list[Tick], 
                 ticks += _candidates(axis, index, word, texts)
                 ticks += [
                     replace(tick, by_label_reader=True)
-                    for tick in _candidates(axis, index, word, [next(crnn)])
+                    for tick in _candidates(axis, index, word, next(crnn))
                     if math.isfinite(tick.value)
                 ]
             axes.append(ticks + _points_dropped(ticks))
@@ -145,22 +149,38 @@ def _label_reader():
     return LabelReader.from_pretrained(str(paths.zoo_model(paths.DIGITIZE_READER))).eval()
 
 
-def _read_by_label_reader(items: list[tuple[np.ndarray, Frame]]) -> list[str]:
-    """What the label reader reads in each word of each (image, frame), in read_ticks' order."""
+def _read_by_label_reader(
+    items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None]
+) -> list[list[str]]:
+    """What the label reader reads in each word of each (image, frame), in read_ticks' order:
+    in the image, and in its input where one is given. A restoration can redraw a label's digit
+    wrong where the blurred input still holds it (and the reader was trained on blurred labels
+    too), so both readings are candidates and the fit keeps the one that agrees."""
     import torch
 
     from linefuse.digitize.label_reader import read_labels
 
     reader = _label_reader()
     texts = []
-    for image, frame in items:
+    for (image, frame), given in zip(items, inputs, strict=True):
         words = frame.x_words + frame.y_words
         if not words:
             continue
-        pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1)[None].float() / 127.5 - 1
         boxes = torch.tensor([[0, *word.box] for word in words], dtype=torch.float32)
-        texts += read_labels(reader, pixels, boxes)
+        read = [
+            read_labels(reader, _tensor(pixels), boxes)
+            for pixels in (image, given)
+            if pixels is not None
+        ]
+        texts += [list(readings) for readings in zip(*read, strict=True)]
     return texts
+
+
+def _tensor(image: np.ndarray):
+    """A uint8 (H, W, 3) image as the label reader takes it: (1, 3, H, W) in [-1, 1]."""
+    import torch
+
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1)[None].float() / 127.5 - 1
 
 
 def _pointed(texts: list[str], word: Word) -> list[str]:
@@ -195,9 +215,16 @@ def _points_dropped(ticks: list[Tick]) -> list[Tick]:
 
 def _shared_decimals(texts: Iterable[str]) -> int | None:
     """The decimals most of the texts read with a point show (0.0, 0.5, 1 -> 1); None when no
-    text has a point."""
-    counts = [len(text.split(".")[1]) for text in texts if "." in text]
+    text has a point. A point with no digit before it (.1, read from a label 20) is a misread:
+    tick labels show the zero (0.1), and one such reading must not make a whole-number axis's
+    labels read as tenths."""
+    counts = [len(text.split(".")[1]) for text in texts if "." in text and _led_by_digit(text)]
     return max(set(counts), key=counts.count) if counts else None
+
+
+def _led_by_digit(text: str) -> bool:
+    """Whether a reading has a digit before its point (0.5, -1.5; not .5)."""
+    return text.split(".")[0].lstrip("-+")[-1:].isdigit()
 
 
 def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:

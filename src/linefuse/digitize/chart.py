@@ -96,9 +96,13 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
     return Digitized(frame.box, x_axis, y_axis, series, traces)
 
 
-def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
+def digitize_many(
+    images: list[np.ndarray], inputs: list[np.ndarray | None] | None = None
+) -> list[Digitized | Unreadable]:
     """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
-    Tesseract calls."""
+    Tesseract calls. `inputs`: for each image restored, the blurred chart it was restored from
+    (as the model got it: straightened), whose labels are read too (calibrate.read_ticks)."""
+    inputs = inputs or [None] * len(images)
     located: list[tuple[np.ndarray, Frame] | Unreadable] = []
     for image in images:
         try:
@@ -108,10 +112,15 @@ def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
         except ODD_INPUT as error:  # an image no chart drawer makes: a reason, not a traceback
             located.append(Unreadable(f"no chart found: {type(error).__name__}: {error}"))
     framed = [item for item in located if not isinstance(item, Unreadable)]
+    given = [
+        _aligned(given, item[0])
+        for item, given in zip(located, inputs, strict=True)
+        if not isinstance(item, Unreadable)
+    ]
     why_not = missing() if framed else None
     if why_not is None:
         try:
-            ticks = iter(read_ticks(framed))
+            ticks = iter(read_ticks(framed, given))
         except (OSError, RuntimeError) as error:  # Tesseract failed: no label read
             why_not = "Tesseract failed: " + " ".join(str(error).split())[:200]
     if why_not is not None:
@@ -130,9 +139,22 @@ def digitize_many(images: list[np.ndarray]) -> list[Digitized | Unreadable]:
     return results
 
 
-def digitize(pixels: np.ndarray) -> Digitized:
-    """One chart digitized from its pixels (uint8 RGB, RGBA or grey); raises Unreadable."""
-    (result,) = digitize_many([pixels])
+def _aligned(given: np.ndarray | None, pixels: np.ndarray) -> np.ndarray | None:
+    """The input as RGB where it is the restored chart's size (its words' boxes fit it), else
+    None."""
+    if given is None:
+        return None
+    try:
+        given = _pixels(given)
+    except Unreadable:
+        return None
+    return given if given.shape == pixels.shape else None
+
+
+def digitize(pixels: np.ndarray, restored_from: np.ndarray | None = None) -> Digitized:
+    """One chart digitized from its pixels (uint8 RGB, RGBA or grey), restored from
+    `restored_from` if given (digitize_many); raises Unreadable."""
+    (result,) = digitize_many([pixels], [restored_from])
     if isinstance(result, Unreadable):
         raise result
     return result

@@ -113,7 +113,8 @@ def digitize_files(
 ) -> dict:
     """Digitize every image named (and every image under the folders named) into out_dir,
     keeping relative names: NAME.csv, NAME.json and NAME.overlay.png, and NAME.restored.png when
-    `restore` (uint8 RGB to uint8 RGB) restores each first. A file that cannot be opened or read
+    `restore` restores each first (uint8 RGB to the input as the model got it, straightened, and
+    the restoration: both are read). A file that cannot be opened or read
     gets one printed line naming why. Returns the counts and each unreadable file's reason."""
     out_dir = Path(out_dir)
     files, missing = image_files([str(path) for path in inputs])
@@ -122,7 +123,7 @@ def digitize_files(
         tqdm.write(f"{name}: unreadable: {why}", file=sys.stderr)
     with tqdm(total=len(files), unit="chart", desc="digitize", disable=None) as bar:
         for first in range(0, len(files), BATCH):
-            batch, images = files[first : first + BATCH], []
+            batch, images, given = files[first : first + BATCH], [], []
             for path, _ in batch:
                 try:
                     image = load_rgb(path)
@@ -130,10 +131,13 @@ def digitize_files(
                     image = Unreadable("not an image: send a PNG, JPEG, TIFF or WebP file")
                 except (OSError, ValueError, SyntaxError) as error:
                     image = Unreadable(f"cannot open the image: {error or type(error).__name__}")
-                if restore is not None and not isinstance(image, Unreadable):
-                    image = restore(image)
+                if isinstance(image, Unreadable):
+                    images.append(image)
+                    continue
+                restored_from, image = restore(image) if restore is not None else (None, image)
                 images.append(image)
-            read = iter(digitize_many([i for i in images if not isinstance(i, Unreadable)]))
+                given.append(restored_from)
+            read = iter(digitize_many([i for i in images if not isinstance(i, Unreadable)], given))
             for (path, relative), image in zip(batch, images, strict=True):
                 result = image if isinstance(image, Unreadable) else next(read)
                 if isinstance(result, Unreadable):

@@ -153,7 +153,7 @@ def _evaluate(params: Params, device: Choice, mapper: Callable) -> dict:
             progress.set_postfix_str(f"{split}@{level}")
             inputs = _straightened([pair[0] for pair in pairs], params, mapper, f"{split}@{level}")
             outputs = models.outputs(pairs, inputs, params)
-            score_level(pairs, level, outputs, params, scores, truths, mapper, reading)
+            score_level(pairs, inputs, level, outputs, params, scores, truths, mapper, reading)
             if params.eval.deskew != "never":
                 _show_straightened(scores.showcase, pairs, inputs, level)
             for _, sharp, meta in pairs:

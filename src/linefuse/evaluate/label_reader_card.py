@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from linefuse import paths, stage
-from linefuse.data.label_patches import label_patches
+from linefuse.digitize.label_patches import label_patches
 from linefuse.digitize.label_reader import LabelReader, read_labels
 from linefuse.digitize.ocr import edit_distance
 

@@ -185,7 +185,8 @@ def _figures(
 def score_pairs(tasks: list[tuple]) -> list[PairScores]:
     """For each pair: PSNR and SSIM of the input, the classical baselines and every model output
     against its sharp image, the line-fidelity errors of the input and the model, the tick
-    labels' reading errors and the data digitized with no sidecar of the input, the model and
+    labels' reading errors and the data digitized with no sidecar of the input, the model (read
+    with the straightened input it was restored from, as `linefuse digitize` reads it) and
     (when asked) the sharp image. The labels of the whole batch are read in one Tesseract call,
     and so are the digitized charts': starting Tesseract costs more than reading a pair's
     labels."""
@@ -211,20 +212,25 @@ def score_pairs(tasks: list[tuple]) -> list[PairScores]:
         pair = {"input": blurred, model: methods[model]}
         read = pair | ({"sharp": sharp} if read_sharp else {})
         reads.append((read if labels else {}, labels))
-        path, with_sharp = chart or (None, False)
+        path, with_sharp, restored_from = chart or (None, False, None)
         named = pair | ({"sharp": sharp} if with_sharp else {}) if chart else {}
-        digitizing.append((named, path))
+        digitizing.append((named, path, {model: restored_from}))
     errors = iter(
         ocr.label_errors([(image, labels) for read, labels in reads for image in read.values()])
     )
-    results = iter(digitize_many([image for named, _ in digitizing for image in named.values()]))
+    results = iter(
+        digitize_many(
+            [image for named, _, _ in digitizing for image in named.values()],
+            [given.get(name) for named, _, given in digitizing for name in named],
+        )
+    )
     return [
         PairScores(
             *figures,
             {name: (*next(errors), len(labels)) for name in read},
             {name: reading_score(next(results), path) for name in named},
         )
-        for figures, (read, labels), (named, path) in zip(scored, reads, digitizing, strict=True)
+        for figures, (read, labels), (named, path, _) in zip(scored, reads, digitizing, strict=True)
     ]
 
 
@@ -273,6 +279,7 @@ def _sharp_of(scores: Scores, image_id: str, sharp: np.ndarray, truth: ChartTrut
 
 def score_level(
     pairs: list[tuple],
+    inputs: list[np.ndarray],
     level: str,
     outputs: dict[str, list],
     params: Params,
@@ -281,7 +288,8 @@ def score_level(
     scoring_map: Callable,
     reading: bool,
 ) -> None:
-    """Scores the input, the classical baselines and every model output of one level's pairs;
+    """Scores the input, the classical baselines and every model output of one level's pairs
+    (restored from `inputs`, their blurred images straightened);
     the line-fidelity errors for the input, the model and the sharp image itself (the floor of
     reading the line back); on the first eval.ocr.max_images pairs of each domain, the tick
     labels' reading errors (`reading`: Tesseract is here; else recorded as not read); and on the
@@ -305,7 +313,7 @@ def score_level(
         if index in digitized and _whole_chart(sharp, truth):
             new = image_id not in scores.sharp_digitized and image_id not in asked_digitized
             asked_digitized.add(image_id)
-            chart = (truth.source, new)
+            chart = (truth.source, new, inputs[index])
         task = (blurred, sharp, meta, own, truth, shown, params.eval, read, read_sharp, chart)
         tasks.append(task)
         ticks.append(labels)

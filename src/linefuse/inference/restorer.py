@@ -130,7 +130,7 @@ class Restorer:
         """One uint8 (H, W, 3) image of any size, straightened first (`deskew`, eval.deskew
         unless told), whole if no side is larger than tiles.size, else tiled. `progress(n)`, if
         given, is told how many tiles each batch restored."""
-        image = straighten(image, deskew or self.settings.deskew)
+        image = self.straightened(image, deskew)
         tile = self.tile_for(*image.shape[:2])
         if tile is None:
             restored = self.restore(image[None], steps, seed, should_stop)[0]
@@ -144,6 +144,11 @@ class Restorer:
         settings = self.settings
         batch = self.tile_batch(tile)
         return restore_tiled(image, restore_batch, tile, settings.overlap, batch, progress)
+
+    def straightened(self, image: np.ndarray, deskew: str | None = None) -> np.ndarray:
+        """The image as restore_image restores it: straightened (`deskew`, eval.deskew unless
+        told)."""
+        return straighten(image, deskew or self.settings.deskew)
 
     def tile_batch(self, tile: int) -> int:
         """How many `tile` px tiles run at once: tiles.batch_size, or with tiles.tile auto that

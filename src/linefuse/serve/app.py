@@ -169,9 +169,10 @@ class RestoreService:
 
     def restored(
         self, uploads: list, adapter: str | None, steps: int, seed: int, should_stop=None
-    ) -> list:
+    ) -> list[tuple]:
         """Every upload decoded (a bad one fails the request, named) before any is restored;
-        the images restored by `adapter`'s model (None: as sent), uint8 RGB."""
+        (the image as the model got it, straightened, and as `adapter`'s model restored it) for
+        each, uint8 RGB; (None, the image as sent) where adapter is None."""
         images = []
         for name, data in uploads:
             try:
@@ -180,18 +181,26 @@ class RestoreService:
                 detail = error.detail if len(uploads) == 1 else f"{name}: {error.detail}"
                 raise HTTPException(error.status_code, detail) from None
         if adapter is None:
-            return images
+            return [(None, image) for image in images]
         delay = float(os.environ.get(STEP_DELAY_ENV, "0"))
         if delay:  # tests: every sampler step lasts at least this long, on any machine
             should_stop = _paced(should_stop, delay)
         with self.lock:  # loading an adapter's model also happens here, once
             restorer = self.restorer_for(adapter)
-            return [restorer.restore_image(image, steps, seed, should_stop) for image in images]
+            pairs = []
+            for image in images:
+                straightened = restorer.straightened(image)
+                restored = restorer.restore_image(
+                    straightened, steps, seed, should_stop, deskew="never"
+                )
+                pairs.append((straightened, restored))
+            return pairs
 
     def restored_pngs(
         self, uploads: list, adapter: str, steps: int, seed: int, should_stop=None
     ) -> list[bytes]:
-        return [_png(image) for image in self.restored(uploads, adapter, steps, seed, should_stop)]
+        pairs = self.restored(uploads, adapter, steps, seed, should_stop)
+        return [_png(restored) for _, restored in pairs]
 
     def digitized(
         self, upload: tuple, adapter: str | None, steps: int, seed: int, should_stop=None
@@ -200,9 +209,9 @@ class RestoreService:
         422 naming why for a chart that cannot be read."""
         from linefuse.digitize.chart import Unreadable, digitize
 
-        (image,) = self.restored([upload], adapter, steps, seed, should_stop)
+        ((restored_from, image),) = self.restored([upload], adapter, steps, seed, should_stop)
         try:
-            return image, digitize(image)
+            return image, digitize(image, restored_from)
         except Unreadable as why:
             raise HTTPException(422, str(why)) from None
 

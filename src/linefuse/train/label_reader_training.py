@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from linefuse.data.charts import base_chart_params
-from linefuse.data.label_patches import label_patches
+from linefuse.digitize.label_patches import label_patches
 from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
 
