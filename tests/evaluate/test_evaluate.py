@@ -443,7 +443,7 @@ def _pairs_taken(project: Path, split: str, level: str, per_domain: int | None) 
 @needs_tesseract
 def test_eval_json_reports_the_data_digitized_with_no_sidecar(evaluated):
     """digitized: per split and level, the input, the model's output and the sharp
-    chart of the first eval.digitize.max_images pairs of each domain, digitized from their
+    chart of eval.digitize.max_images pairs of each domain, digitized from their
     pixels and scored against the chart's data: the share calibrated, the median curve error
     (in % of the y range, MISSED for a chart not read) and how often the model lowered it; the
     headline's digitize_error_pct is the mean over levels of the medians."""
@@ -463,6 +463,23 @@ def test_eval_json_reports_the_data_digitized_with_no_sidecar(evaluated):
     for short, name in (("input", "input"), ("model", model)):
         errors = [row[name]["curve_error_pct_median"] for row in report["digitized"].values()]
         assert headline["digitize_error_pct"][short] == pytest.approx(np.mean(errors), abs=1e-4)
+
+
+def test_the_charts_digitized_are_spread_over_the_domains():
+    """A split's samples come chart by chart, five domains each: 2 a domain are 10 images from
+    10 charts where there are 10 (the first 2 of each domain would be 2 charts), and where there
+    are fewer, each domain still gets its 2, from charts already taken."""
+    from linefuse.evaluate.scoring import spread_per_domain
+
+    domains = ["compression", "gaussian", "lowres", "motion", "scan"]
+    metas = [{"image_id": f"chart{c}", "domain": d} for c in range(12) for d in domains]
+    chosen = [metas[i] for i in spread_per_domain(metas, 2)]
+    assert len(chosen) == 10 and len({m["image_id"] for m in chosen}) == 10
+    assert sorted(m["domain"] for m in chosen) == sorted(domains * 2)
+    few = [m for m in metas if m["image_id"] in {"chart0", "chart1", "chart2"}]
+    chosen = [few[i] for i in spread_per_domain(few, 2)]
+    assert sorted(m["domain"] for m in chosen) == sorted(domains * 2)
+    assert spread_per_domain(few, None) == list(range(len(few)))
 
 
 def test_without_tesseract_the_ocr_figures_are_null(evaluated, tmp_path, monkeypatch, caplog):

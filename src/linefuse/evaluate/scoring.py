@@ -143,6 +143,28 @@ def first_per_domain(metas: list[dict], count: int | None) -> list[int]:
     return chosen
 
 
+def spread_per_domain(metas: list[dict], count: int | None) -> list[int]:
+    """Positions of `count` samples of each domain (all of them when count is None), each
+    domain's from charts no other domain's come from while such charts remain: the samples of
+    a split come chart by chart, so the first `count` of each domain would be the same few
+    charts in every domain; spread, as many images read many more charts."""
+    if count is None:
+        return list(range(len(metas)))
+    taken: dict[str, int] = defaultdict(int)
+    charts: set[str] = set()
+    chosen: set[int] = set()
+    for unseen_only in (True, False):
+        for position, meta in enumerate(metas):
+            if position in chosen or taken[meta["domain"]] >= count:
+                continue
+            if unseen_only and meta["image_id"] in charts:
+                continue
+            taken[meta["domain"]] += 1
+            charts.add(meta["image_id"])
+            chosen.add(position)
+    return sorted(chosen)
+
+
 def _offset(image: np.ndarray, truth: ChartTruth) -> tuple[int, int]:
     """Where a sample, its chart's centred crop or the whole chart, lies in the chart."""
     return (truth.height - image.shape[0]) // 2, (truth.width - image.shape[1]) // 2
@@ -292,13 +314,13 @@ def score_level(
     (restored from `inputs`, their blurred images straightened);
     the line-fidelity errors for the input, the model and the sharp image itself (the floor of
     reading the line back); on the first eval.ocr.max_images pairs of each domain, the tick
-    labels' reading errors (`reading`: Tesseract is here; else recorded as not read); and on the
-    first eval.digitize.max_images whole charts of each domain, their data digitized with no
-    sidecar (`reading` too), the sharp chart's once."""
+    labels' reading errors (`reading`: Tesseract is here; else recorded as not read); and on
+    eval.digitize.max_images whole charts of each domain (spread_per_domain), their data
+    digitized with no sidecar (`reading` too), the sharp chart's once."""
     tasks, ticks = [], []
     metas = [pair[2] for pair in pairs]
     chosen = set(first_per_domain(metas, params.eval.ocr.max_images))
-    digitized = set(first_per_domain(metas, params.eval.digitize.max_images)) if reading else ()
+    digitized = set(spread_per_domain(metas, params.eval.digitize.max_images)) if reading else ()
     asked, asked_digitized = set(), set()  # images whose sharp chart a task reads, digitizes
     for index, (blurred, sharp, meta) in enumerate(pairs):
         image_id, truth = meta["image_id"], truths.get(meta["image_id"])

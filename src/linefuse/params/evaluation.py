@@ -53,8 +53,9 @@ class OcrParams(Strict):
 
 
 class DigitizeParams(Strict):
-    """The data read back with no sidecar (linefuse digitize): the first `max_images` images of
-    each domain and level, in the test and held-out splits, digitized as input, restored and
+    """The data read back with no sidecar (linefuse digitize): `max_images` images of each
+    domain and level, in the test and held-out splits, each domain's from other charts while
+    there are enough (evaluate/scoring.spread_per_domain), digitized as input, restored and
     sharp, and scored against the chart's data; null digitizes them all, 0 none."""
 
     max_images: Annotated[int, Field(ge=0)] | None
