@@ -36,8 +36,7 @@ def main() -> None:
     level = params.degrade.level("gaussian", "medium")
     blurred, _ = degrade(sharp, "gaussian", level, item_rng(0, "example", args.chart))
     restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
-    straightened = restorer.straightened(blurred)
-    restored = restorer.restore_image(straightened, params.eval.steps, deskew="never")
+    straightened, restored = restorer.restore_pair(blurred, params.eval.steps)
     images = REPO / "docs/images"
     Image.fromarray(blurred).save(images / "digitize_input.png")
     for name, image, restored_from in (

@@ -17,6 +17,7 @@ import logging
 import pkgutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -152,12 +153,7 @@ def run_digitize(params: ServingSections, args: argparse.Namespace) -> None:
         check_steps(params, steps)
         adapter = _adapter(params, args)
         restorer = Restorer.from_params(params, adapter, device.value)
-
-        def restore(image):
-            straightened = restorer.straightened(image)
-            restored = restorer.restore_image(straightened, steps, args.seed, deskew="never")
-            return straightened, restored
-
+        restore = partial(restorer.restore_pair, steps=steps, seed=args.seed)
     from linefuse.digitize.outputs import digitize_files
 
     with stage("digitize") as written:

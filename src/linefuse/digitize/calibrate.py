@@ -158,6 +158,7 @@ def _read_by_label_reader(
     too), so both readings are candidates and the fit keeps the one that agrees."""
     import torch
 
+    from linefuse.data.transforms import normalise as normalise_pixels
     from linefuse.digitize.label_reader import read_labels
 
     reader = _label_reader()
@@ -168,19 +169,12 @@ def _read_by_label_reader(
             continue
         boxes = torch.tensor([[0, *word.box] for word in words], dtype=torch.float32)
         read = [
-            read_labels(reader, _tensor(pixels), boxes)
+            read_labels(reader, normalise_pixels(torch.from_numpy(np.array(pixels))[None]), boxes)
             for pixels in (image, given)
             if pixels is not None
         ]
         texts += [list(readings) for readings in zip(*read, strict=True)]
     return texts
-
-
-def _tensor(image: np.ndarray):
-    """A uint8 (H, W, 3) image as the label reader takes it: (1, 3, H, W) in [-1, 1]."""
-    import torch
-
-    return torch.from_numpy(np.array(image)).permute(2, 0, 1)[None].float() / 127.5 - 1
 
 
 def _pointed(texts: list[str], word: Word) -> list[str]:

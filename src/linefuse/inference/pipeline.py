@@ -148,16 +148,16 @@ class LineFusePipeline(DiffusionPipeline):
         if deskew not in (None, "auto", "always", "never"):
             raise UserError(f"deskew={deskew!r}: accepts auto, always or never")
         restorer = self.restorer()
-        straightened = [restorer.straightened(image, deskew) for image in images]
-        restored = [
-            restorer.restore_image(image, steps, seed, deskew="never")
-            for image in self.progress_bar(straightened)
+        pairs = [
+            restorer.restore_pair(image, steps, seed, deskew=deskew)
+            for image in self.progress_bar(images)
         ]
+        restored = [image for _, image in pairs]
         digitized = None
         if digitize:
             from linefuse.digitize.chart import digitize_many
 
-            digitized = digitize_many(restored, straightened)
+            digitized = digitize_many(restored, [straightened for straightened, _ in pairs])
         if output_type != "np":
             restored = [Image.fromarray(image) for image in restored]
         return LineFusePipelineOutput(images=restored, digitized=digitized)

@@ -130,7 +130,7 @@ class Restorer:
         """One uint8 (H, W, 3) image of any size, straightened first (`deskew`, eval.deskew
         unless told), whole if no side is larger than tiles.size, else tiled. `progress(n)`, if
         given, is told how many tiles each batch restored."""
-        image = self.straightened(image, deskew)
+        image = straighten(image, deskew or self.settings.deskew)
         tile = self.tile_for(*image.shape[:2])
         if tile is None:
             restored = self.restore(image[None], steps, seed, should_stop)[0]
@@ -145,10 +145,19 @@ class Restorer:
         batch = self.tile_batch(tile)
         return restore_tiled(image, restore_batch, tile, settings.overlap, batch, progress)
 
-    def straightened(self, image: np.ndarray, deskew: str | None = None) -> np.ndarray:
-        """The image as restore_image restores it: straightened (`deskew`, eval.deskew unless
-        told)."""
-        return straighten(image, deskew or self.settings.deskew)
+    def restore_pair(
+        self,
+        image: np.ndarray,
+        steps: int,
+        seed: int = 0,
+        should_stop=None,
+        deskew: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the image as restore_image restores it, straightened; its restoration): digitize
+        reads a restoration's tick labels in both."""
+        straightened = straighten(image, deskew or self.settings.deskew)
+        restored = self.restore_image(straightened, steps, seed, should_stop, deskew="never")
+        return straightened, restored
 
     def tile_batch(self, tile: int) -> int:
         """How many `tile` px tiles run at once: tiles.batch_size, or with tiles.tile auto that

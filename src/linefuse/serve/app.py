@@ -187,14 +187,7 @@ class RestoreService:
             should_stop = _paced(should_stop, delay)
         with self.lock:  # loading an adapter's model also happens here, once
             restorer = self.restorer_for(adapter)
-            pairs = []
-            for image in images:
-                straightened = restorer.straightened(image)
-                restored = restorer.restore_image(
-                    straightened, steps, seed, should_stop, deskew="never"
-                )
-                pairs.append((straightened, restored))
-            return pairs
+            return [restorer.restore_pair(image, steps, seed, should_stop) for image in images]
 
     def restored_pngs(
         self, uploads: list, adapter: str, steps: int, seed: int, should_stop=None
