@@ -211,6 +211,7 @@ rule evaluate:
         "src/linefuse/data/labels.py",
         "src/linefuse/data/layout.py",
         "src/linefuse/data/readers.py",
+        "src/linefuse/data/transforms.py",
         "src/linefuse/digitize/__init__.py",
         "src/linefuse/digitize/axes.py",
         "src/linefuse/digitize/calibrate.py",
