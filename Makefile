@@ -5,28 +5,43 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+BANK_STAMP := $(VENV)/.installed-bank-stamp
+TEST_STAMP := $(VENV)/.installed-test-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 # Where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) no .pyc is ever written, and every
 # stage process compiles torch, diffusers and peft from source again on import; let the first
 # import cache them, cheaper than uv's --compile-bytecode of the whole venv (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install dvc.yaml repro readme snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader digitize-reader cluster-up cluster-down clean
+.PHONY: install install-bank dvc.yaml repro readme snakemake sweep test test-fast chromium tesseract bench bank base base-window wheels label-reader digitize-reader cluster-up cluster-down clean
 
+# `make install`: the project as a user installs it, all that `make repro` needs. `make
+# install-bank` adds pyproject's `bank` extra, the libraries only the base's bank draws with (the
+# bank's targets below install it); the test stamp, the `test` extra (the suite's tools and the
+# bank's libraries). Each stamp marks what its install holds, so a wider one stamps the narrower.
 install: $(STAMP)
+install-bank: $(BANK_STAMP)
 
 # uv installs the same pins as pip would, but fetches in parallel, so a fresh .venv is made far
 # sooner (docs/benchmarks.md). pip's find-links, where a local CPU torch wheel may lie, are
 # passed on (uv reads no pip config); pip alone is the fallback when uv cannot be had.
+# $(call install_project,EXTRAS,NARROWER STAMPS)
 UV_VERSION ?= 0.13.9
 FIND_LINKS ?= $(PIP_FIND_LINKS)
-$(STAMP): pyproject.toml requirements.lock
+define install_project
 	$(PYTHON) -m venv $(VENV)
 	{ $(BIN)/python -m pip install -q uv==$(UV_VERSION) && $(BIN)/uv pip install -q \
 	    --python $(BIN)/python $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
-	    -c requirements.lock -e '.[test]'; } \
-	  || $(BIN)/python -m pip install -q -c requirements.lock -e '.[test]'
-	touch $@
+	    -c requirements.lock -e '.$(1)'; } \
+	  || $(BIN)/python -m pip install -q -c requirements.lock -e '.$(1)'
+	touch $@ $(2)
+endef
+$(STAMP): pyproject.toml requirements.lock
+	$(call install_project,,)
+$(BANK_STAMP): pyproject.toml requirements.lock
+	$(call install_project,[bank],$(STAMP))
+$(TEST_STAMP): pyproject.toml requirements.lock
+	$(call install_project,[test],$(STAMP) $(BANK_STAMP))
 
 # `make repro`: `dvc repro`, timed: where it changed metrics/eval.json, the wall time, the commit
 # and the machine go to .linefuse/run.json (git-ignored) for `make readme`. REPRO_FLAGS=--force
@@ -53,17 +68,22 @@ base: bank
 	$(BIN)/linefuse base
 
 # `make base-window MINUTES=8 OUT=DIR`: one window of the base's training on a lent GPU
-# (linefuse base-window, docs/model_zoo.md): resumes the stable state in STATE (the last landed
-# window's, or the OUT of a window just run on the same machine), trains for MINUTES of wall
-# clock counted from this target's start, and writes the weights it offers, the new state, the
-# compiled kernels and its record to OUT; `linefuse base-land OUT` scores them back here. With
-# wheels in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with
-# torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps
-# and times a twice-as-wide UNet's step, into the record (base/window_trace.py).
+# (linefuse base-window, docs/model_zoo.md). It resumes the stable state in STATE where given,
+# else the state the last call returned: the copy a window on this machine left in WINDOW_CHAIN
+# (a call on the warm machine), else the folder of the last call's files carried in as
+# WINDOW_CARRIED, else the base's committed state (workflow/base_windows/<base.name>). It trains
+# for MINUTES of wall clock counted from this target's start, writes the weights it offers, the
+# state (in files of at most 15 MiB), the compiled kernels and its record to OUT, and copies OUT
+# to WINDOW_CHAIN for the next call; `linefuse base-land OUT` scores them back here. With wheels
+# in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with torch),
+# adding only those; else on the project's venv. TRACE=STEPS profiles that many steps and times
+# a twice-as-wide UNet's step, into the record (base/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
-STATE ?= workflow/base_windows
+STATE ?=
+WINDOW_CHAIN ?= /tmp/linefuse-window-chain
+WINDOW_CARRIED ?= .linefuse/window-carried
 TRACE ?= 0
 WINDOW_SITE ?= /tmp/linefuse-site
 base-window:
@@ -72,9 +92,14 @@ base-window:
 	  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
 	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
 	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
-	else $(MAKE) -s install || exit 1; run=$(BIN)/python; fi; \
-	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) --state $(STATE) --trace $(TRACE) \
-	  --out $(OUT) --started-at $$started
+	else $(MAKE) -s install-bank || exit 1; run=$(BIN)/python; fi; \
+	state="$(STATE)"; \
+	for last in $(WINDOW_CHAIN) $(WINDOW_CARRIED); do \
+	  if [ -z "$$state" ] && [ -f $$last/record.json ]; then state=$$last; fi; done; \
+	echo "base-window: resuming $${state:-the base's committed state}"; \
+	$$run -m linefuse.cli --params $(WINDOW_PARAMS) base-window --minutes $(MINUTES) \
+	  $${state:+--state $$state} --trace $(TRACE) --out $(OUT) --started-at $$started \
+	  && rm -rf $(WINDOW_CHAIN) && cp -r $(OUT) $(WINDOW_CHAIN)
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
 # pandas, scipy, statsmodels, scikit-image ...) lacks for a base window, at requirements.lock's
@@ -95,12 +120,12 @@ wheels:
 # `make label-reader` and `make digitize-reader`: remake a tick-label reader LineFuse ships
 # (src/linefuse/zoo/<name>: weights, scores.json and a model card) from params.yaml's
 # label_reader or digitize_reader block, on every core. Commit the folder it writes.
-label-reader digitize-reader: $(STAMP)
+label-reader digitize-reader: $(BANK_STAMP)
 	$(BIN)/linefuse $@
 
 # `make bank`: draw the base's sharp charts (params.yaml base.bank) once, on all cores, into an LMDB
 # env under .linefuse/bank/<fingerprint of the chart params>; a rerun continues after a stop.
-bank: $(STAMP)
+bank: $(BANK_STAMP)
 	$(BIN)/linefuse bank
 
 snakemake: $(STAMP) tesseract
@@ -137,7 +162,7 @@ PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := LINEFUSE_REQUIRE_TESSERACT=1 LINEFUSE_REQUIRE_CHROMIUM=1 LINEFUSE_REQUIRE_MOUNTS=1 \
   $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) \
   --dist load --maxschedchunk 1 --durations=20
-test: $(STAMP) chromium tesseract
+test: $(TEST_STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PYTEST)
@@ -145,7 +170,7 @@ test: $(STAMP) chromium tesseract
 # `make test-fast`: the same checks without the tests marked slow (every test that builds or runs a
 # pipeline, or trains: tests/conftest.py marks them), a quick loop beside the whole suite (its
 # time: docs/benchmarks.md).
-test-fast: $(STAMP) chromium tesseract
+test-fast: $(TEST_STAMP) chromium tesseract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PYTEST) -m "not slow"

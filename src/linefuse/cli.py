@@ -58,7 +58,8 @@ def run_base_window(params: Params, args: argparse.Namespace) -> None:
     from linefuse.base.window import summarise, train_window
 
     started = args.started_at or time.time()
-    out, state = Path(args.out), Path(args.state)
+    out = Path(args.out)
+    state = Path(args.state) if args.state else paths.base_windows(params.base.name)
     with stage("base-window") as written:
         deadline = started + 60 * args.minutes
         record = train_window(params, out, state, deadline, args.workers, args.trace)
@@ -253,8 +254,7 @@ def _add_base_window(commands) -> None:
     window.add_argument("--out", required=True, help="folder for the record, state and weights")
     window.add_argument(
         "--state",
-        default=str(paths.BASE_WINDOWS_DIR),
-        help="the last window's stable state (default: %(default)s)",
+        help=f"the last window's stable state (default: {paths.BASE_WINDOWS_DIR}/<base.name>)",
     )
     window.add_argument(
         "--trace",
@@ -278,7 +278,7 @@ def _add_base_land(commands) -> None:
         "base-land",
         run_base_land,
         "score a base window's weights here, ship them if better, and keep its state and "
-        f"ledger row in {paths.BASE_WINDOWS_DIR}",
+        f"ledger row in {paths.BASE_WINDOWS_DIR}/<base.name>",
         workers=True,
     )
     land.add_argument("window", help="the folder make base-window wrote (its OUT)")

@@ -82,14 +82,22 @@ LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
 # the base's chart bank (linefuse bank): an LMDB env per chart-params fingerprint, resumable
 BANK_ROOT = Path(".linefuse/bank")
-# the base's GPU windows: the last stable state and the ledger, committed (base/window.py)
+# the bases' GPU windows, a folder each (base_windows): the last stable state and the ledger,
+# committed (base/window.py)
 BASE_WINDOWS_DIR = Path("workflow/base_windows")
-# inside a base window's folder (its OUT, and BASE_WINDOWS_DIR): the resumable stable state, the
-# weights it offers to ship (in BASE_WINDOWS_DIR: the last offer that did not ship) and
+# inside a base window's folder (its OUT, and base_windows(name)): the resumable stable state, the
+# weights it offers to ship (in base_windows(name): the last offer that did not ship) and
 # torch.compile's kernels per device kind, so the next window on that kind does not compile
-WINDOW_STATE_FILE = "state.safetensors"
+WINDOW_STATE_FILE = "state.safetensors"  # or its shards, state-00001-of-0000N.safetensors
+# the largest file a window writes: a lent machine returns files of 16 MiB at most
+WINDOW_FILE_BYTES = 15 * 2**20
 WINDOW_CANDIDATE_DIR = "candidate"
 WINDOW_COMPILED_FILE = "compiled.safetensors"
+
+
+def base_windows(name: str) -> Path:
+    """Base `name`'s windows: its stable state, ledger, scores and the last offer kept."""
+    return BASE_WINDOWS_DIR / name
 
 
 def bank(fingerprint: str) -> Path:
@@ -142,3 +150,10 @@ def train_metrics(name: str) -> Path:
 def train_logs(name: str) -> Path:
     """pretrain's and base's logs, or a curriculum level's (or domains') under logs/train."""
     return LOGS_DIR / name if name in ("pretrain", "base") else LOGS_DIR / "train" / name
+
+
+def window_state_files(folder: Path) -> list[Path]:
+    """A window's stable state in `folder`: state.safetensors, or its shards in order."""
+    stem = Path(WINDOW_STATE_FILE).stem
+    whole = Path(folder) / WINDOW_STATE_FILE
+    return [whole] if whole.is_file() else sorted(Path(folder).glob(f"{stem}-*-of-*.safetensors"))

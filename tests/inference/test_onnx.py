@@ -1,9 +1,9 @@
 """The restoring model on ONNX Runtime: evaluate's export of the shipped base with an adapter
-merged restores default charts as LineFusePipeline does on torch (PSNR to 0.01 dB, all but a
-thousandth of the pixels equal); restoring through it imports no torch, diffusers, peft or scipy;
-a session's optimised graph is cached and restores alike; `auto` times the two runtimes once and
-follows the cache; a model without a current export runs on torch, and a setting the export
-cannot serve is one line."""
+merged restores default charts as LineFusePipeline does on torch (no pixel more than a grey level
+apart, all but a thousandth equal, PSNR to 0.001 dB); restoring through it imports no torch,
+diffusers, peft or scipy; a session's optimised graph is cached and restores alike; `auto` times
+the two runtimes once and follows the cache; a model without a current export runs on torch, and
+a setting the export cannot serve is one line."""
 
 from __future__ import annotations
 
@@ -89,8 +89,9 @@ def _charts() -> list[tuple[np.ndarray, np.ndarray]]:
 @pytest.mark.slow  # whole default charts, on both runtimes
 def test_the_export_restores_as_the_diffusers_pipeline_does(project):
     """Default charts through `restore`'s restorer on ONNX Runtime and through the
-    LineFusePipeline of the same base and adapter on torch: PSNR against the sharp chart equal
-    to 0.01 dB, and at least 99.9 % of the pixels equal."""
+    LineFusePipeline of the same base and adapter on torch: no pixel more than a grey level
+    apart, at least 99.9 % of them equal, and PSNR against the sharp chart equal to 0.001 dB
+    (a tenth of the digit evaluate's headline prints: it does not hang on the runtime)."""
     params = parse_params(_params())
     with chdir(project):
         restorer = Restorer.from_params(params, "models/lora/hard", "cpu")
@@ -104,8 +105,9 @@ def test_the_export_restores_as_the_diffusers_pipeline_does(project):
         gap = psnr(by_onnx, sharp, params.eval.metric) - psnr(
             by_pipeline, sharp, params.eval.metric
         )
+        apart = np.abs(by_onnx.astype(np.int16) - by_pipeline.astype(np.int16)).max()
         equal = (by_onnx == by_pipeline).all(axis=2).mean()
-        assert abs(gap) <= 0.01 and equal >= 0.999, (gap, equal, sharp.shape)
+        assert apart <= 1 and equal >= 0.999 and abs(gap) <= 0.001, (apart, equal, gap)
 
 
 @pytest.mark.slow  # a fresh interpreter

@@ -51,6 +51,9 @@ def test_candidates_run_from_four_overlaps_to_the_whole_size():
     assert tile_choice.candidates(384, 32) == [128, 160, 192, 224, 256, 288, 320, 352, 384]
     assert tile_choice.candidates(300, 32) == [128, 160, 192, 224, 256, 288, 300]
     assert tile_choice.candidates(96, 0) == [32, 64, 96]
+    # each a multiple of the model's: a four-level UNet's 8, a seven-level one's 64
+    assert tile_choice.candidates(300, 32, 8) == [128, 160, 192, 224, 256, 288, 296]
+    assert tile_choice.candidates(400, 32, 64) == [128, 192, 256, 320, 384]
 
 
 def test_the_cheapest_estimate_is_chosen_timed_once_and_cached(cache, monkeypatch, caplog):

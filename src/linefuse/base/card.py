@@ -113,7 +113,7 @@ def write_card(params: Params, folder: Path, metrics: dict, scores: dict) -> Non
 
 def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) -> None:
     """The card of a base grown in GPU windows (make base-window): what it is, the ledger of
-    windows that made it (workflow/base_windows/ledger.json) and its scores."""
+    windows that made it (workflow/base_windows/<base.name>/ledger.json) and its scores."""
     base, window = params.base, params.base.window
     test, held, sharp = scores["test"], scores.get("held_out", {}), scores["sharp"]
     front = {
@@ -152,13 +152,13 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
         f"(domain, level), {base.light_fraction:.0%} of them light; "
         f"{params.optim.identity_fraction:.0%} identity pairs.",
         "",
-        *_ledger_section(ledger),
+        *_ledger_section(ledger, params),
         "## Scores (no adapter, 1 DDIM step, whole images)",
         "",
         f"{_score_set(params)}, every domain and level (linefuse.base.scores), scored "
         f"by `linefuse base-land` on {_machine(params)}: "
         "mean PSNR gain over the input, 95% interval. The ledger's paired columns are each "
-        "window's per-image difference from the base that shipped before it.",
+        "window's per-image difference from the default base (`model.unet`) when it landed.",
         "",
         "| split | mean gain (dB) | interval | images | worst cell |",
         "|---|---|---|---|---|",
@@ -185,28 +185,38 @@ def write_window_card(params: Params, folder: Path, scores: dict, ledger: dict) 
 LEDGER_HEADING = "## GPU windows"
 
 
-def with_ledger(card: str, ledger: dict) -> str:
+def with_ledger(card: str, ledger: dict, params: Params) -> str:
     """`card` with its ledger section (LEDGER_HEADING to the next heading) made anew from
     `ledger`: the card of weights no window has replaced still lists every window."""
     head, _, rest = card.partition(f"\n{LEDGER_HEADING}\n")
     tail = rest[rest.index("\n## ") :] if "\n## " in rest else ""
-    return head.rstrip("\n") + "\n\n" + "\n".join(_ledger_section(ledger)) + tail
+    return head.rstrip("\n") + "\n\n" + "\n".join(_ledger_section(ledger, params)) + tail
 
 
-def _ledger_section(ledger: dict) -> list[str]:
+def _ledger_section(ledger: dict, params: Params) -> list[str]:
+    ship = params.base.window.ship
+    # rows landed before the verdict read the drawn set's sharp charts: their verdict names none
+    older = [w["window"] for w in ledger["windows"] if "sharp_worst" not in w["verdict"]]
     return [
         LEDGER_HEADING,
         "",
         "Each window (`make base-window`) resumes the last one's stable state and offers its",
         "cooled weights. The verdict reads the trained looks alone: the weights ship only when",
-        "they beat the shipped ones on the score set (interval included), do not lose on charts",
-        "drawn unlike the default data and keep the score set's sharp charts at 45 dB or better",
-        "(linefuse.base.land). The held-out looks are scored and listed, never part of",
-        "the verdict. Gains are the scores of the weights each window offered, in dB over the",
-        "input; the paired columns their mean per-image difference from the base that shipped",
-        "when the window landed. Windows 1-4 were scored on the first 40 default charts and had",
-        "to beat the shipped base held out too; windows 1-3 were judged by the earlier, unpaired",
-        "rule.",
+        "they beat the default base (`model.unet`) on the score set (interval included), lose",
+        f"no more than {ship.drawn_tolerance_db:g} dB on average on charts drawn unlike the",
+        "default data and bring the sharp charts of both sets back at "
+        f"{ship.sharp_floor_db:g} dB or better",
+        "(`base.window.ship`, linefuse.base.land). The held-out looks are scored and listed,",
+        "never part of the verdict. Gains are the scores of the weights each window offered, in",
+        "dB over the input; the paired columns their mean per-image difference from the default",
+        "base when the window landed; sharp worst the worst sharp chart the verdict read"
+        + (
+            f" ({_windows(older)}: the score set's alone, held-out charts included)."
+            if older
+            else "."
+        ),
+        "Windows 1-4 were scored on the first 40 default charts and had to beat the shipped base",
+        "held out too; windows 1-3 were judged by the earlier, unpaired rule.",
         "",
         "| window | date | device | minutes | pairs | cumulative pairs | pairs/s | test | held out "
         "| test vs shipped | held out vs shipped | sharp worst | shipped |",
@@ -222,7 +232,7 @@ def _ledger_rows(ledger: dict) -> list[str]:
         f"{w['pairs']:,} | {w['cumulative_pairs']:,} | {w['pairs_per_s']:,.0f} | "
         f"{_signed(w['test'])} | {_signed(w['held_out'])} | "
         f"{_signed(w.get('test_vs_shipped'))} | {_signed(w.get('held_out_vs_shipped'))} | "
-        f"{w['sharp_worst']:.1f} | {'yes' if w['shipped'] else 'no'} |"
+        f"{_decibels(w['sharp_worst'])} | {'yes' if w['shipped'] else 'no'} |"
         for w in ledger["windows"]
     ]
 
@@ -239,6 +249,16 @@ def _score_set(params: Params) -> str:
 def _signed(value: float | None) -> str:
     """A ledger's dB figure; "-" where the window had none (no paired score, no held-out chart)."""
     return "-" if value is None else f"{value:+.2f}"
+
+
+def _windows(numbers: list[int]) -> str:
+    """Ledger rows named in the card's prose: "window 3", "windows 1-6"."""
+    return f"window {numbers[0]}" if len(numbers) == 1 else f"windows {numbers[0]}-{numbers[-1]}"
+
+
+def _decibels(value: float | None) -> str:
+    """A ledger's sharp worst; "-" where the verdict read none (a set with no trained chart)."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _machine(params: Params) -> str:

@@ -1,18 +1,23 @@
-"""A base window's scores and verdict: the weights it offers against the base that ships, both
-restored here (`linefuse base-land`, on the CPU where time is free) on one draw of the model
-card's score set and of a set drawn unlike the default data, each with a seed of its own
-(base.score_seed, base.window.drawn_seed), so nothing that decides a ship is a chart the default
-run reports.
+"""A base window's scores and verdict: the weights it offers against the base `model.unet` names
+(the one users restore with by default, "shipped" below), both restored here (`linefuse
+base-land`, on the CPU where time is free) on one draw of the model card's score set and of a
+set drawn unlike the default data, each with a seed of its own (base.score_seed,
+base.window.drawn_seed), so nothing that decides a ship is a chart the default run reports.
 
 Both models restore the same images, so the rule reads each image's difference (candidate gain
 - shipped gain) and the interval of its mean (evaluate's stratified bootstrap over the domain x
-level cells). The verdict reads the trained looks alone: the weights ship when that interval
-lies above zero on the score set's test part, the drawn-unlike set's trained part loses no more
-than DRAWN_TOLERANCE_DB on average, and the test part's sharp charts come back at SHARP_FLOOR_DB
-or better. The held-out families and library are scored on both sets and recorded beside the
-verdict (paired held_out and drawn_held_out), never part of it: what is held out is measured,
-never selected on. Two unpaired intervals would need a gain of about their width (a third of a
-dB on 90 images) before any window could ship.
+level cells). The verdict reads the trained looks alone, held to base.window.ship: the weights
+ship when that interval lies above zero on the score set's test part, the drawn-unlike set's
+trained part loses no more than drawn_tolerance_db on average, and the sharp charts of both
+trained parts come back at sharp_floor_db or better. The held-out families and library are
+scored on both sets and recorded beside the verdict (paired held_out and drawn_held_out), never
+part of it: what is held out is measured, never selected on. Two unpaired intervals would need
+a gain of about their width (a third of a dB on 90 images) before any window could ship.
+
+Weights that ship go to linefuse/zoo/<base.name> (the first that ship create it, for a base of a
+new layout); `model.unet` still names the default until someone points it there. Until then a
+window of such a base is judged against the default alone, not against the base.name weights it
+replaces.
 """
 
 from __future__ import annotations
@@ -42,10 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("linefuse")
 
 
-SHARP_FLOOR_DB = 45.0  # a sharp chart through the model, worst of the score set's test part
-# the drawn-unlike set's mean paired difference a new base may lose: the noise of two models'
-# restorations of one image, not a look the new weights forgot
-DRAWN_TOLERANCE_DB = 0.05
 # data.charts drawn unlike the default data and outside the base's own ranges (thick lines, large
 # print, small figures at a high dpi, mostly several panels): a new base must not lose there
 DRAWN_UNLIKE = {
@@ -65,11 +66,26 @@ def drawn_chart_params(params: Params) -> ChartParams:
     )
 
 
+def default_base(params: Params) -> Path:
+    """The folder of the base `model.unet` names (paths.unet_folder): what a window's weights are
+    paired against. A spec with no trained weights (an architecture such as tiny) is a one-line
+    error."""
+    folder = paths.unet_folder(params.model.unet)
+    if not (folder / SAFETENSORS_WEIGHTS_NAME).is_file():
+        raise UserError(
+            f"model.unet: {params.model.unet} names no trained base to pair the window's weights "
+            f"with ({folder / SAFETENSORS_WEIGHTS_NAME} is missing); set it to a shipped base "
+            "(linefuse/zoo) or a local diffusers UNet folder"
+        )
+    return folder
+
+
 def score_window(params: Params, candidate: Path, device: str, workers: int) -> dict:
-    """{candidate, shipped: score_base's reports; drawn: both on the drawn set; paired: the
+    """{candidate, shipped: score_base's reports (shipped: the default base, default_base);
+    drawn: both on the drawn set; shipped_base: model.unet; shipped_weights; paired: the
     per-image differences; verdict}, both models restored on `device` from one draw of each
     chart set."""
-    shipped = paths.zoo_model(params.base.name)
+    shipped = default_base(params)
     models = (("candidate", candidate), ("shipped", shipped))
     charts = scoring_charts(params, workers)
     scores = {name: score_base(params, folder, device, charts) for name, folder in models}
@@ -79,15 +95,23 @@ def score_window(params: Params, candidate: Path, device: str, workers: int) -> 
         name: score_base(params, folder, device, charts, read_labels=False)
         for name, folder in models
     }
+    scores["shipped_base"] = params.model.unet
     scores["shipped_weights"] = weights_digest(shipped)
     scores["paired"] = paired(params, scores)
-    trained_sharp = scores["candidate"]["test"].get("sharp", {}).get("worst")
-    scores["verdict"] = verdict(scores["paired"], trained_sharp)
+    scores["verdict"] = verdict(params, scores["paired"], trained_sharp_worst(scores))
     return scores
 
 
+def trained_sharp_worst(scores: dict) -> dict[str, float | None]:
+    """The candidate's worst sharp chart through it on each trained part the verdict reads: {test:
+    the score set's test part, drawn: the drawn set's trained part}; None where a part has no
+    chart."""
+    reports = {"test": scores["candidate"], "drawn": scores["drawn"]["candidate"]}
+    return {part: report["test"].get("sharp", {}).get("worst") for part, report in reports.items()}
+
+
 def weights_digest(model: Path) -> str:
-    """sha256 of a model folder's weights: the shipped base a window's scores were made against."""
+    """sha256 of a model folder's weights: the default base a window's scores were made against."""
     return hashlib.sha256((model / SAFETENSORS_WEIGHTS_NAME).read_bytes()).hexdigest()
 
 
@@ -127,37 +151,62 @@ def paired(params: Params, scores: dict) -> dict:
     return result
 
 
-def verdict(paired: dict, sharp_worst: float | None) -> dict:
-    """Whether the candidate ships, and each condition it was held to, all on the trained looks:
-    the score set's test part's paired interval above zero, the drawn set's trained part's mean
-    difference at least -DRAWN_TOLERANCE_DB, the test part's worst sharp chart (`sharp_worst`)
-    at the floor. A part with no charts passes nothing. The held-out parts of `paired` are not
-    read: they are reported beside the verdict, never selected on."""
+def verdict(params: Params, paired: dict, sharp: dict[str, float | None]) -> dict:
+    """Whether the candidate ships, and each condition it was held to (base.window.ship), all on
+    the trained looks: the score set's test part's paired interval above zero, the drawn set's
+    trained part's mean difference at least -drawn_tolerance_db, and the worst sharp chart of both
+    trained parts (`sharp`, trained_sharp_worst's) at sharp_floor_db or better. A part with no
+    charts passes nothing. The held-out parts of `paired` are not read: they are reported beside
+    the verdict, never selected on. Also returns sharp_worst, the value sharp_kept read (None
+    where a part had no chart), its parts (sharp_worst_by_part) and the thresholds (held_to)."""
+    ship = params.base.window.ship
+    parts = [sharp[part] for part in ("test", "drawn")]
+    worst = None if None in parts else min(parts)
     checks = {
         "test_beaten": (paired.get("test", {}).get("low") or 0.0) > 0.0,
-        "drawn_not_lost": paired.get("drawn", {}).get("mean", -np.inf) >= -DRAWN_TOLERANCE_DB,
-        "sharp_kept": sharp_worst is not None and sharp_worst >= SHARP_FLOOR_DB,
+        "drawn_not_lost": paired.get("drawn", {}).get("mean", -np.inf) >= -ship.drawn_tolerance_db,
+        "sharp_kept": worst is not None and worst >= ship.sharp_floor_db,
     }
-    return {**checks, "ships": all(checks.values())}
+    return {
+        **checks,
+        "ships": all(checks.values()),
+        "sharp_worst": worst,
+        "sharp_worst_by_part": dict(sharp),
+        "held_to": ship.model_dump(),
+    }
 
 
 LEDGER = "ledger.json"
 
 
+def new_ledger(params: Params) -> dict:
+    """The ledger of a base no window has landed for yet: what its first window started from."""
+    init = params.base.window.init
+    note = (
+        f"{params.base.unet} initialised from {init} where shapes match (train.model.init_from)"
+        if init
+        else f"{params.base.unet} from scratch"
+    )
+    return {"init": init, "init_note": note, "init_pairs": 0, "windows": []}
+
+
 def land_window(params: Params, window: Path, workers: int) -> list[Path]:
-    """`linefuse base-land`: scores the weights a window offered against the shipped base, here;
-    ships them when the verdict says so, else keeps them in BASE_WINDOWS_DIR until a better
-    base ships; keeps the window's stable state and compiled kernels and adds its ledger row;
-    the card is rewritten either way. Returns what it wrote."""
+    """`linefuse base-land`: scores the weights a window offered against the default base
+    (model.unet), here; ships them to linefuse/zoo/<base.name> when the verdict says so (an
+    offer that does not ship is dropped: the next window offers the state trained further, and
+    the tree a lent GPU carries holds 64 MiB); keeps the window's stable state (its files) and
+    compiled kernels and adds its ledger row (its sharp_worst: the value the verdict read); the
+    base.name card is rewritten either way, where there is one. Returns what it wrote."""
     record_path = window / "record.json"
-    if not (record_path.is_file() and (window / paths.WINDOW_STATE_FILE).is_file()):
+    if not (record_path.is_file() and paths.window_state_files(window)):
         raise UserError(
             f"{window} holds no base window (record.json and {paths.WINDOW_STATE_FILE}); pass "
             "the OUT folder make base-window wrote"
         )
     record = json.loads(record_path.read_text())
-    ledger_path = paths.BASE_WINDOWS_DIR / LEDGER
-    ledger = json.loads(ledger_path.read_text())
+    windows = paths.base_windows(params.base.name)
+    ledger_path = windows / LEDGER
+    ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else new_ledger(params)
     number = record["stable_state"]["windows"]
     landed = [row for row in ledger["windows"] if row["window"] == number]
     if landed:  # before scoring: landing it again would pair the shipped weights with themselves
@@ -183,27 +232,32 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
             "held_out": scores["candidate"]["held_out"].get("mean"),
             "test_vs_shipped": scores["paired"].get("test", {}).get("mean"),
             "held_out_vs_shipped": scores["paired"].get("held_out", {}).get("mean"),
-            "sharp_worst": scores["candidate"]["sharp"]["worst"],
+            "sharp_worst": scores["verdict"]["sharp_worst"],
             "verdict": scores["verdict"],
             "shipped": ships,
         }
     )
-    for name in (paths.WINDOW_STATE_FILE, paths.WINDOW_COMPILED_FILE):
-        if (window / name).is_file():  # compiled kernels: only from a GPU that compiled
-            shutil.copyfile(window / name, paths.BASE_WINDOWS_DIR / name)
+    windows.mkdir(parents=True, exist_ok=True)
+    for old in paths.window_state_files(windows):  # the state before, replaced whole
+        old.unlink()
+    compiled = window / paths.WINDOW_COMPILED_FILE  # only from a GPU that compiled
+    for file in [*paths.window_state_files(window), *([compiled] if compiled.is_file() else [])]:
+        shutil.copyfile(file, windows / file.name)
     folder = paths.zoo_model(params.base.name)
-    kept = paths.BASE_WINDOWS_DIR / paths.WINDOW_CANDIDATE_DIR
-    with atomic_dir(folder if ships else kept) as tmp:
-        shutil.copytree(offered, tmp, dirs_exist_ok=True)
-        (tmp / paths.SCORES_FILE).write_text(
-            json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
-        )
+    written = [windows]
+    card = folder / paths.CARD_FILE
     if ships:
-        shutil.rmtree(kept, ignore_errors=True)  # an older offer, superseded by what ships
+        with atomic_dir(folder) as tmp:
+            shutil.copytree(offered, tmp, dirs_exist_ok=True)
+            (tmp / paths.SCORES_FILE).write_text(
+                json.dumps(scores["candidate"], indent=2, sort_keys=True) + "\n"
+            )
         write_window_card(params, folder, scores["candidate"], ledger)
-    else:  # the shipped weights' own card, its ledger brought up to date
-        card = folder / paths.CARD_FILE
-        card.write_text(with_ledger(card.read_text(), ledger))
+        written.insert(0, folder)
+    elif card.is_file():  # base.name's own card, its ledger brought up to date (a base of a new
+        # layout has none until weights of it first ship)
+        card.write_text(with_ledger(card.read_text(), ledger, params))
+        written.insert(0, folder)
     write_json(ledger_path, ledger)
-    write_json(paths.BASE_WINDOWS_DIR / f"scores-{ledger['windows'][-1]['window']}.json", scores)
-    return [folder, paths.BASE_WINDOWS_DIR]
+    write_json(windows / f"scores-{ledger['windows'][-1]['window']}.json", scores)
+    return written

@@ -42,9 +42,11 @@ from linefuse.base.device_charts import ChartDrawer, DeviceCharts
 from linefuse.base.window_trace import trace_steps
 from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.hardware import choose_device, choose_precision, cpu_model
+from linefuse.inference.model import load_base
+from linefuse.paths import unet_folder
 from linefuse.stage import UserError, atomic_dir
 from linefuse.train.diffusion import noise_scheduler
-from linefuse.train.model import build_unet, save_base, zero_prompt
+from linefuse.train.model import build_unet, init_from, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
 
 if TYPE_CHECKING:
@@ -52,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("linefuse")
 
-STEP_LOG = "steps.jsonl"
 # dense bf16 tensor-core peak, FLOP/s, by GPU name (NVIDIA's data sheets, SXM parts)
 BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 # the die under each GPU name: a setting measured on one name holds for the others on its die
@@ -87,25 +88,45 @@ class Setting:
 
 
 def load_state(folder: Path | None) -> tuple[dict | None, WindowState]:
-    """The last window's stable state (tensors, WindowState), or (None, a fresh WindowState)."""
-    path = folder / paths.WINDOW_STATE_FILE if folder else None
-    if path is None or not path.is_file():
+    """The last window's stable state (tensors, WindowState) from its files in `folder` (one
+    state.safetensors, or its shards), or (None, a fresh WindowState)."""
+    files = paths.window_state_files(folder) if folder else []
+    if not files:
         return None, WindowState()
     from safetensors import safe_open
 
-    with safe_open(str(path), "pt") as handle:
+    with safe_open(str(files[0]), "pt") as handle:
         meta = json.loads(handle.metadata()["window_state"])
-    return load_file(str(path)), WindowState(**meta)
+    tensors = {}
+    for file in files:
+        tensors.update(load_file(str(file)))
+    return tensors, WindowState(**meta)
 
 
-def save_state(path: Path, model: torch.nn.Module, optimizer, state: WindowState) -> None:
-    """Weights (model.*) and AdamW moments (adam.<i>.exp_avg ...) as safetensors, fp32."""
+def save_state(folder: Path, model: torch.nn.Module, optimizer, state: WindowState) -> list[Path]:
+    """Weights (model.*, fp32) and AdamW moments (adam.<i>.exp_avg ..., bf16) as safetensors in
+    files of at most paths.WINDOW_FILE_BYTES, each carrying the WindowState: a lent machine
+    returns files of 16 MiB at most, and the state must come back whole to be resumed. The
+    moments are kept in bf16 (fp32's range, 8 bits of mantissa: AdamW's ratio of the two moves
+    by under 1 %), which makes a state 8 bytes a parameter instead of 12. Returns the files."""
+    from huggingface_hub import split_torch_state_dict_into_shards
+
     tensors = {f"model.{k}": v.detach().float().cpu() for k, v in model.state_dict().items()}
     for i, param in enumerate(model.parameters()):
         for key, value in optimizer.state.get(param, {}).items():
-            tensors[f"adam.{i}.{key}"] = value.detach().float().cpu().reshape(value.shape)
+            kind = torch.float32 if key == "step" else torch.bfloat16
+            tensors[f"adam.{i}.{key}"] = value.detach().to(kind).cpu().reshape(value.shape)
+    split = split_torch_state_dict_into_shards(
+        tensors,
+        filename_pattern=paths.WINDOW_STATE_FILE.replace(".safetensors", "{suffix}.safetensors"),
+        max_shard_size=paths.WINDOW_FILE_BYTES,
+    )
     meta = {"window_state": json.dumps(asdict(state))}
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=meta)
+    for old in paths.window_state_files(folder):  # a state written here before: replaced whole
+        old.unlink()
+    for name, keys in split.filename_to_tensors.items():
+        save_file({k: tensors[k].contiguous() for k in keys}, str(folder / name), metadata=meta)
+    return paths.window_state_files(folder)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, fused: bool, moments: dict | None):
@@ -118,7 +139,7 @@ def make_optimizer(model: torch.nn.Module, lr: float, fused: bool, moments: dict
             step = moments[i]["step"].float().reshape(())
             optimizer.state[param] = {
                 "step": step.to(param.device) if fused else step.cpu(),
-                # in the parameter's own layout (channels_last or not): fused kernels need it
+                # fp32, in the parameter's own layout (channels_last or not): fused kernels need it
                 "exp_avg": torch.empty_like(param).copy_(moments[i]["exp_avg"]),
                 "exp_avg_sq": torch.empty_like(param).copy_(moments[i]["exp_avg_sq"]),
             }
@@ -160,10 +181,20 @@ class Trainer:
         self.device = self.accelerator.device
         log.info("base-window: device %s (%s)", self.device, device.reason)
         log.info("base-window: precision %s (%s)", self.precision.value, self.precision.reason)
-        self.model = build_unet(params.base.unet if tensors else window.init, 3)
+        self.model = build_unet(params.base.unet, 3)
         if tensors:
             weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
             self.model.load_state_dict(weights)
+        elif window.init:
+            copied, total = init_from(self.model, load_base(unet_folder(window.init)))
+            log.info(
+                "base-window: the first window starts from %s where shapes match: %d of %d "
+                "parameters (the rest as %s's fresh initialisation)",
+                window.init,
+                copied,
+                total,
+                params.base.unet,
+            )
         self.model = self.accelerator.prepare(self.model)
         self.forward_model = self.model
         self.kernels = (state_dir or Path()) / paths.WINDOW_COMPILED_FILE
@@ -180,6 +211,8 @@ class Trainer:
 
     def apply(self, setting: Setting) -> None:
         """Puts `setting` in force (the model's layout, the optimizer's kernels, compile)."""
+        if self.device.type == "cuda":  # a setting stored before channels_last was the rule
+            setting = replace(setting, channels_last=True)
         before = self.applied
         layout = torch.channels_last if setting.channels_last else torch.contiguous_format
         self.model.to(memory_format=layout)
@@ -378,7 +411,9 @@ class Trainer:
             return table
         rates = {s: trial(s) for s in (replace(best, batch=b) for b in window.batch_sizes)}
         best = max(rates, key=rates.get)
-        toggles = ["channels_last", "bf16", "cudnn_benchmark", "fused_adamw"]
+        # channels_last stays on where cuDNN runs bf16 convolutions: it computes them in NHWC, and
+        # an NCHW model pays a copy each way around every convolution
+        toggles = ["bf16", "cudnn_benchmark", "fused_adamw"]
         toggles += ["compiled"] if window.try_compile else []
         if self.device.type != "cuda":  # bf16 and cudnn are the GPU's; compiling takes minutes
             toggles = ["channels_last", "fused_adamw"]
@@ -437,9 +472,10 @@ def train_window(
 ):
     """Trains one window until `deadline` (time.time()) less base.window.finish_seconds; writes
     out/state.safetensors (the stable state), out/candidate (the cooled weights),
-    out/compiled.safetensors (where it compiled) and out/steps.jsonl; returns the window's
-    record (phases, speeds, the tune table, the state, and where `trace` steps are asked for,
-    their profile: base/window_trace.py)."""
+    out/compiled.safetensors (where it compiled); returns the window's record (phases, speeds,
+    the tune table, the state, the logged steps, and where `trace` steps are asked for, their
+    profile: base/window_trace.py). A lent machine returns at most 8 files: the state's shards,
+    the candidate's three, the kernels and the record."""
     window, phases = params.base.window, {}
     clock = time.perf_counter()
     trainer = Trainer(params, state_dir, workers)
@@ -471,7 +507,7 @@ def train_window(
             trainer.state, next_chart=trainer.drawer.next_index, windows=start_state.windows + 1
         )
         out.mkdir(parents=True, exist_ok=True)
-        save_state(out / paths.WINDOW_STATE_FILE, trainer.model, trainer.optimizer, stable_state)
+        save_state(out, trainer.model, trainer.optimizer, stable_state)
         cool_s = max(0.0, deadline - window.finish_seconds - time.time())
         rate = max(phases["stable"]["steps"], 1) / max(phases["stable"]["seconds"], 1e-9)
         cool_steps = max(1, int(cool_s * rate))
@@ -485,8 +521,6 @@ def train_window(
         save_kernels(out / paths.WINDOW_COMPILED_FILE, trainer.device_kind(), trainer.kernels)
     with atomic_dir(out / paths.WINDOW_CANDIDATE_DIR) as folder:
         save_base(trainer.model, folder, zero_prompt(params.base.unet))
-    with open(out / STEP_LOG, "w") as handle:
-        handle.writelines(json.dumps(line) + "\n" for line in trainer.log_lines)
     phases["finish"] = {"seconds": time.perf_counter() - clock}
     for phase in ("stable", "cooldown"):
         phases[phase]["pairs_per_s"] = phases[phase]["pairs"] / max(phases[phase]["seconds"], 1e-9)
@@ -509,6 +543,7 @@ def train_window(
         "start_state": asdict(start_state),
         "stable_state": asdict(stable_state),
         "candidate_pairs": stable_state.pairs + phases["cooldown"]["pairs"],
+        "steps": trainer.log_lines,
         **_peak_mb(trainer.device),
     }
 

@@ -1,6 +1,8 @@
 """Exporting the restoring model to ONNX: the base UNet with an adapter merged, as
 Restorer.from_params loads it for torch, with its null prompt built in, written with a manifest
 of what it was made from (evaluate writes models/onnx; inference/onnx_model.py runs it).
+evaluate keeps an export whose manifest holds the key of the files, code and libraries as they
+are now (onnx_model.export_key), and exports again, saying why, where any part differs.
 
 The graph takes the noisy signal, the condition and the timesteps, any batch and any height and
 width that are multiples of the UNet's downsampling (the restorer pads to them), and gives the
@@ -20,18 +22,21 @@ taken row by row agree with torch's group_norm to its own rounding, at the same 
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from pathlib import Path
 
 import torch
 
 from linefuse.inference.model import load_base, load_null_prompt, merge_adapter, predict
-from linefuse.inference.onnx_model import MANIFEST_FILE, ONNX_FILE, folder_digest
+from linefuse.inference.onnx_model import MANIFEST_FILE, ONNX_FILE, export_key, why_stale
 from linefuse.inference.torch_model import architecture
 from linefuse.stage import atomic_dir
 
 OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is an operator from 17 on
 DYNAMIC = {0: "batch", 2: "height", 3: "width"}
+
+log = logging.getLogger("linefuse")
 
 
 class _GroupNorm(torch.nn.Module):
@@ -76,9 +81,22 @@ class _Denoiser(torch.nn.Module):
         return predict(self.unet, noisy, condition, timestep, prompt)
 
 
+def refresh_export(base_dir: Path, adapter: Path | None, folder: Path) -> None:
+    """`folder` holding a current export of `base_dir` with `adapter` merged: the one there where
+    its key is the one now (onnx_model.export_key), else a new one; one line says which, and
+    what differed."""
+    why = why_stale(folder, export_key(base_dir, adapter))
+    if why is None:
+        log.info("onnx export: %s is current, kept", folder)
+        return
+    log.info("onnx export: exporting %s, as %s", folder, why)
+    export_onnx(base_dir, adapter, folder)
+
+
 def export_onnx(base_dir: Path, adapter: Path | None, folder: Path) -> None:
     """`folder` (replaced whole): unet.onnx, `base_dir` with `adapter` merged, and model.json,
-    the digests of their files, the UNet's config and the prompt's shape."""
+    its key (the digests of their files and of the export code, the libraries' versions), the
+    UNet's config and the prompt's shape."""
     unet = load_base(base_dir)
     if adapter is not None:
         unet = merge_adapter(unet, adapter)
@@ -108,10 +126,9 @@ def export_onnx(base_dir: Path, adapter: Path | None, folder: Path) -> None:
             dynamo=False,
         )
         manifest = {
+            **export_key(base_dir, adapter),
             "base": str(base_dir),
             "adapter": str(adapter) if adapter is not None else None,
-            "base_digest": folder_digest(base_dir),
-            "adapter_digest": folder_digest(adapter) if adapter is not None else None,
             "unet": architecture(unet.config),
             "prompt_shape": list(prompt.shape),
             "opset": OPSET,

@@ -2,9 +2,11 @@
 inference/onnx_export.py) run by an InferenceSession, sampled by inference/numpy_sampler.py. It
 imports neither torch, diffusers nor peft, so `linefuse restore` starts in well under a second.
 
-An export is one UNet with one adapter merged. Its manifest names the digests of the base's and
-the adapter's files it was made from; find_export hands it out only for those same files, so a
-retrained adapter, or another one, restores on torch until evaluate exports again.
+An export is one UNet with one adapter merged. Its manifest holds the key of what shaped its graph
+(export_key): the digests of the base's and the adapter's files, of the code that builds and
+exports the model, and the versions of the libraries that do; find_export hands it out only while
+that key is the one now, so a retrained adapter, another one, changed export code or another
+torch restores on torch until evaluate exports again.
 
 A session's graph optimisations took 0.2 s of every `linefuse restore` (0.06 s to load the
 result): the first session of an export on a machine saves its optimised graph in the cache
@@ -17,6 +19,7 @@ import hashlib
 import json
 import os
 from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +37,19 @@ MANIFEST_FILE = "model.json"
 # layouts), the fastest of the four levels on the test set, each of which gave torch's PSNR to
 # 0.0001 dB (benchmarks/onnx.py; docs/benchmarks.md, "onnx")
 OPTIMISATION = "ORT_ENABLE_ALL"
+# the modules whose source shapes an export's graph: the exporter (its group norms, the prompt it
+# builds in, the opset) and inference/model.py (how the base loads, the adapter merges and the
+# UNet is called: predict)
+GRAPH_CODE = ("linefuse.inference.onnx_export", "linefuse.inference.model")
+# the libraries that do: the UNet's code, the adapter's merge, the exporter, and the runtime the
+# export was checked against
+GRAPH_LIBRARIES = ("torch", "diffusers", "peft", "onnx", "onnxruntime")
+# the key's digests, as a line saying why an export is stale names them
+DIGESTS = {
+    "base_digest": "the base's files",
+    "adapter_digest": "the adapter's files",
+    "code_digest": "the export code",
+}
 
 
 def folder_digest(folder: Path) -> str:
@@ -46,19 +62,55 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def code_files() -> list[Path]:
+    """The source files of GRAPH_CODE's modules, found without importing them (nor torch)."""
+    return [Path(find_spec(name).origin) for name in GRAPH_CODE]
+
+
+def code_digest() -> str:
+    """sha256 over the names and bytes of the code that shapes an export (code_files)."""
+    digest = hashlib.sha256()
+    for path in code_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def export_key(base_dir: Path, adapter: Path | None) -> dict:
+    """What an export of `base_dir` with `adapter` merged is made from, as it is now: the digests
+    of their files and of the export code, and the versions of GRAPH_LIBRARIES. The manifest
+    holds it; an export is current while its key is this one."""
+    return {
+        "base_digest": folder_digest(base_dir),
+        "adapter_digest": folder_digest(adapter) if adapter is not None else None,
+        "code_digest": code_digest(),
+        "versions": {name: version(name) for name in GRAPH_LIBRARIES},
+    }
+
+
+def why_stale(folder: Path, key: dict) -> str | None:
+    """Why `folder` holds no current export made from `key` (export_key's): there is none, or
+    the parts of its key that differ; None where it holds one."""
+    manifest = folder / MANIFEST_FILE
+    if not (manifest.is_file() and (folder / ONNX_FILE).is_file()):
+        return "there is none"
+    made_from = json.loads(manifest.read_text())
+    differ = [words for part, words in DIGESTS.items() if made_from.get(part) != key[part]]
+    was = made_from.get("versions", {})
+    differ += [
+        f"{name} {was.get(name)} (now {now})"
+        for name, now in key["versions"].items()
+        if was.get(name) != now
+    ]
+    return f"the one there was made from other inputs: {', '.join(differ)}" if differ else None
+
+
 def find_export(
     base_dir: Path, adapter: Path | None, folders: tuple[Path, ...] = paths.ONNX_EXPORTS
 ) -> Path | None:
-    """The first of `folders` that holds the export of `base_dir` with `adapter` merged (their
-    files as they are now), else None."""
-    wanted = (folder_digest(base_dir), folder_digest(adapter) if adapter is not None else None)
-    for folder in folders:
-        manifest = folder / MANIFEST_FILE
-        if manifest.is_file() and (folder / ONNX_FILE).is_file():
-            made_from = json.loads(manifest.read_text())
-            if (made_from["base_digest"], made_from["adapter_digest"]) == wanted:
-                return folder
-    return None
+    """The first of `folders` that holds a current export of `base_dir` with `adapter` merged
+    (export_key: their files, the export code and its libraries as they are now), else None."""
+    key = export_key(base_dir, adapter)
+    return next((folder for folder in folders if why_stale(folder, key) is None), None)
 
 
 def threads() -> int:

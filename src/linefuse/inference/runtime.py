@@ -62,9 +62,9 @@ def choose_runtime(
         merged = f"{base_dir} with {adapter}" if adapter is not None else f"{base_dir} alone"
         return Choice(
             "torch",
-            f"{requested}: no export of {merged} as they are now in "
-            f"{', '.join(map(str, paths.ONNX_EXPORTS))} (evaluate exports the base alone and with "
-            f"the last adapter)",
+            f"{requested}: no export of {merged} as they, the export code and its libraries "
+            f"are now in {', '.join(map(str, paths.ONNX_EXPORTS))} (evaluate exports the base "
+            f"alone and with the last adapter)",
         )
     if requested == "onnx":
         return Choice("onnx", "set to onnx")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -61,11 +62,16 @@ def write_cache(path: Path, key: str, entry: dict) -> None:
     partial.replace(path)
 
 
-def candidates(largest: int, overlap: int) -> list[int]:
-    """Tile sizes worth timing: below 4 x overlap more than half a tile is overlap."""
-    smallest = max(4 * overlap, CANDIDATE_STEP)
-    sizes = list(range(smallest, largest + 1, CANDIDATE_STEP))
-    return sizes if sizes and sizes[-1] == largest else [*sizes, largest]
+def candidates(largest: int, overlap: int, multiple: int = 1) -> list[int]:
+    """Tile sizes worth timing, each a multiple of the model's `multiple` (a tile the model
+    would pad costs a padded tile's time): from 4 x overlap (below it more than half a tile is
+    overlap) every CANDIDATE_STEP px, or every `multiple` px where that is coarser, up to
+    `largest` rounded down to the multiple."""
+    step = math.lcm(CANDIDATE_STEP, multiple)
+    top = largest - largest % multiple
+    smallest = -(-max(4 * overlap, step) // step) * step
+    sizes = list(range(smallest, top + 1, step))
+    return sizes if sizes and sizes[-1] == top else [*sizes, top]
 
 
 class Timed(Protocol):
@@ -144,7 +150,8 @@ class TileCosts:
         return self.seconds
 
     def _sizes(self) -> list[int]:
-        return candidates(self.restorer.settings.whole, self.restorer.settings.overlap)
+        settings = self.restorer.settings
+        return candidates(settings.whole, settings.overlap, self.restorer.model.multiple)
 
     def _store(self) -> None:
         """This restorer's entry into the cache file."""

@@ -44,6 +44,16 @@ class BankParams(Strict):
     label_focus: Probability
 
 
+class ShipParams(Strict):
+    """What `linefuse base-land`'s verdict holds a window's weights to, beside beating the default
+    base on the score set (base/land.py)."""
+
+    # PSNR the worst sharp chart of both sets' trained parts must come back at
+    sharp_floor_db: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    # how far below zero the drawn-unlike set's mean paired difference may fall
+    drawn_tolerance_db: Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
 class WindowParams(Strict):
     """`linefuse base-window` (make base-window): one GPU window of the base's training, resumed
     from the last window's stable state (base/window.py)."""
@@ -60,6 +70,7 @@ class WindowParams(Strict):
     finish_seconds: Annotated[float, Field(gt=0.0)]
     drawn_charts: PositiveInt
     drawn_seed: int  # the drawn-unlike set's seed (base/land.py)
+    ship: ShipParams
     log_every: PositiveInt
 
 

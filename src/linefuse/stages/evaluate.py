@@ -17,7 +17,7 @@ import sys
 from linefuse import paths
 from linefuse.evaluate.evaluate import evaluate
 from linefuse.hardware import logged_device
-from linefuse.inference.onnx_export import export_onnx
+from linefuse.inference.onnx_export import refresh_export
 from linefuse.inference.pipeline import save_default_pipeline
 from linefuse.params import Sections
 from linefuse.params.compute import ComputeParams
@@ -46,8 +46,8 @@ def run(params: EvaluateSections, args: argparse.Namespace) -> None:
     last = params.train.restoring_level()
     with stage("evaluate") as written:
         # first: evaluate scores the model as restore runs it, on the export where that is faster
-        export_onnx(paths.BASE_DIR, paths.adapter(last), paths.ONNX_DIR)
-        export_onnx(paths.BASE_DIR, None, paths.ONNX_BASE_DIR)
+        refresh_export(paths.BASE_DIR, paths.adapter(last), paths.ONNX_DIR)
+        refresh_export(paths.BASE_DIR, None, paths.ONNX_BASE_DIR)
         report = evaluate(params, logged_device(params, "evaluate"), workers=args.workers)
         save_default_pipeline(params, paths.PIPELINE_DIR, last)
         written += [paths.EVAL_JSON, paths.EVAL_DETAIL, paths.PLOTS_DIR, paths.SAMPLES_PNG]

@@ -84,6 +84,28 @@ def widen_conv_in(unet: UNet2DConditionModel, in_channels: int) -> UNet2DConditi
     return unet
 
 
+def init_from(unet: UNet2DConditionModel, source: UNet2DConditionModel) -> tuple[int, int]:
+    """Copies into `unet` every tensor of `source` whose name and shape match, with the up blocks
+    counted from the deepest level (a UNet with more levels puts its new ones first in
+    up_blocks, and its own down_blocks last): a deeper layout starts from a shallower base's
+    outer levels, its new deep levels from its own initialisation. Returns (parameters copied,
+    parameters in `unet`)."""
+    shift = len(unet.config.block_out_channels) - len(source.config.block_out_channels)
+    target = unet.state_dict()
+    copied = {}
+    for name, value in source.state_dict().items():
+        parts = name.split(".")
+        if parts[0] == "up_blocks":
+            parts[1] = str(int(parts[1]) + shift)
+        mapped = ".".join(parts)
+        if mapped in target and target[mapped].shape == value.shape:
+            copied[mapped] = value
+    unet.load_state_dict(copied, strict=False)
+    total = sum(p.numel() for p in unet.parameters())
+    names = dict(unet.named_parameters())
+    return sum(names[k].numel() for k in copied if k in names), total
+
+
 def lora_config(lora: LoraParams, modules_to_save: list[str] | None = None) -> peft.LoraConfig:
     """The peft config for train.lora; B starts at zero, so adding the adapter changes nothing.
 

@@ -11,10 +11,11 @@ limits, series and furniture of its first panel, lists every panel's tick labels
 A chart is planned (plan.py: every random choice, from the chart's own generator, so chart i is
 byte-identical for a given `data.charts` block whatever the worker count or chart count), then
 drawn by its library's drawer (registry.py names them: matplotlib_drawer.py, plotnine_drawer.py,
-vegalite_drawer.py; facts.py holds what they share). Bytes are stable because every drawer starts
-from matplotlib's default rcParams (a user's matplotlibrc changes nothing, nor what the process
-drew before), text uses fonts bundled with matplotlib, the pixel size is exact, and the PNG
-carries no metadata.
+vegalite_drawer.py, and the bank's letsplot_drawer.py and reportlab_drawer.py, whose libraries
+pyproject's `bank` extra installs; facts.py holds what they share). Bytes are stable because every
+drawer starts from matplotlib's default rcParams (a user's matplotlibrc changes nothing, nor what
+the process drew before), text uses fonts bundled with matplotlib, the pixel size is exact, and the
+PNG carries no metadata.
 """
 
 from __future__ import annotations
