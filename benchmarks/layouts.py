@@ -176,7 +176,7 @@ def measure_round(restorers, torch_models, params) -> dict[str, dict]:
             row[f"onnx_tile_{side}_us_per_px"] = seconds(onnx) / side**2 * 1e6
             eager = partial(torch_models[name].restore, pixels, 1, settings, 0, None)
             row[f"torch_tile_{side}_us_per_px"] = seconds(eager) / side**2 * 1e6
-        row["chart_1024_s"] = seconds(partial(restorer.restore_image, image, 1), repeats=1)
+        row["chart_1024_s"] = seconds(partial(restorer.restore_image, image, 1))
         found[name] = row
     return found
 

@@ -305,7 +305,7 @@ def main() -> None:
     from linefuse.inference.restorer import Restorer
     from linefuse.params.full import load_params
 
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     params = load_params(args.params)
     levels = args.levels or list(params.degrade.levels)
     domains = args.domains or list(params.degrade.domains)
@@ -377,7 +377,7 @@ def main() -> None:
     out = Path(args.out or REPO / "benchmarks" / "results" / f"scale-{kind}.json")
     report = {
         "machine": machine_summary(),
-        "load_average": round(os.getloadavg()[0], 2),
+        "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "command": " ".join(["python benchmarks/scale.py", *sys.argv[1:]]),
         "seconds": round(time.perf_counter() - started, 1),
         "scales": args.scales,

@@ -116,9 +116,9 @@ def _scored(monkeypatch, drawn_worst: float) -> list:
     return calls
 
 
-def _landed(project) -> tuple[dict, dict]:
-    """The ledger row and the scores base-land wrote."""
-    windows = paths.base_windows("chart-base")
+def _landed(project, name: str = "chart-base") -> tuple[dict, dict]:
+    """The ledger row and the scores base-land wrote for base `name`."""
+    windows = paths.base_windows(name)
     (row,) = json.loads((windows / "ledger.json").read_text())["windows"]
     return row, json.loads((windows / f"scores-{row['window']}.json").read_text())
 
@@ -198,7 +198,13 @@ def test_a_new_layout_is_paired_with_the_default_base_and_first_ships_as_its_own
     default = paths.ZOO_DIR / SHIPPED.name
     before = {p.name: p.read_bytes() for p in default.iterdir()}
     land_window(_params(name="chart-deep"), project / "out", workers=1)
-    row, scores = _landed(project)
+    row, scores = _landed(project, "chart-deep")
+    # the new base's own ledger, started for it: nothing landed in chart-base's
+    ledger = json.loads((paths.base_windows("chart-deep") / "ledger.json").read_text())
+    assert ledger["init_pairs"] == 0 and "where shapes match" in ledger["init_note"]
+    assert (
+        json.loads((paths.base_windows("chart-base") / "ledger.json").read_text())["windows"] == []
+    )
     offered = project / "out" / paths.WINDOW_CANDIDATE_DIR
     assert calls == [(offered, "score"), (default, "score"), (offered, "drawn"), (default, "drawn")]
     assert scores["shipped_base"] == SHIPPED.name

@@ -29,7 +29,9 @@ SHIPPED = ROOT / "src/linefuse/zoo/chart-base"
 
 def window_params() -> dict:
     params = tiny_params()
-    params["base"].update(score_charts=2, crop=48)
+    # the tiny layout, started from chart-base whole (init_from copies every tensor): a deeper
+    # one's start and its sharded state are tests/base/test_window_state.py's
+    params["base"].update(score_charts=2, crop=48, unet="tiny")
     params["base"]["window"].update(
         batch_sizes=[4, 8],
         tune_seconds=0.3,
@@ -81,10 +83,8 @@ def test_a_window_writes_its_weights_state_and_record(two_windows):
     # what a lent machine returns: at most 8 files, none over 16 MiB
     files = [p for p in out.rglob("*") if p.is_file()]
     assert len(files) <= 8 and max(p.stat().st_size for p in files) <= 16 * 2**20
-    assert sorted(p.name for p in out.iterdir()) == [
-        "candidate",
-        "record.json",
-        "state.safetensors",
+    assert sorted(p.name for p in out.iterdir()) == ["candidate", "record.json"] + [
+        p.name for p in paths.window_state_files(out)
     ]
     unet = UNet2DConditionModel.from_pretrained(out / "candidate")
     assert unet.config.in_channels == 6
@@ -267,7 +267,7 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     """linefuse base-land on the first window: the offered weights and the base model.unet names
     restored here on one chart set, the paired differences and the verdict in the scores file,
     the state and a ledger row landed, and the offered weights shipped or dropped."""
-    zoo, windows = tmp_path / "zoo", tmp_path / "base_windows" / "chart-base"
+    zoo, windows = tmp_path / "zoo", tmp_path / "base_windows" / window_params()["base"]["name"]
     shutil.copytree(two_windows / "zoo", zoo)
     windows.mkdir(parents=True)
     ledger = {"init": "chart-base", "init_note": "test", "init_pairs": 1000, "windows": []}
@@ -314,8 +314,12 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     offered = (two_windows / "first/candidate/diffusion_pytorch_model.safetensors").read_bytes()
     assert after == (offered if row["shipped"] else before)
     assert not (windows / paths.WINDOW_CANDIDATE_DIR).exists()  # an offer is shipped or dropped
-    card = (zoo / SHIPPED.name / "README.md").read_text()
-    assert f"| 1 | {row['date']} | {row['device']} |" in card and "make base-window" in card
+    name = params["base"]["name"]  # a base of its own: its card comes with its first ship
+    if row["shipped"]:
+        card = (zoo / name / "README.md").read_text()
+        assert f"| 1 | {row['date']} | {row['device']} |" in card and "make base-window" in card
+    else:
+        assert not (zoo / name).exists()
 
 
 def test_a_window_already_in_the_ledger_is_refused_in_one_line_before_scoring(
@@ -323,7 +327,7 @@ def test_a_window_already_in_the_ledger_is_refused_in_one_line_before_scoring(
 ):
     """base-land on a window the ledger holds: one line naming it and its date, nothing scored,
     the ledger unchanged."""
-    windows, window = tmp_path / "base_windows" / "chart-base", tmp_path / "4"
+    windows, window = tmp_path / "base_windows" / window_params()["base"]["name"], tmp_path / "4"
     windows.mkdir(parents=True), window.mkdir()
     ledger = {"init_pairs": 1000, "windows": [{"window": 4, "date": "2026-11-27"}]}
     (windows / "ledger.json").write_text(json.dumps(ledger))
