@@ -5,8 +5,10 @@
 DATA_DIR holds source/chart_NNNNN.{png,json,csv} and index/images.parquet (the split of each
 chart). Writes, per library, the charts' count, the share digitized, the share calibrated (both
 axes within 1 % of their range at every tick used), of all charts and of those that draw tick
-labels, the median curve error (% of the y range; an unread chart counts as 100) and the
-seconds per chart (whole run, Tesseract and the label reader included).
+labels, the median curve error (% of the y range; an unread chart counts as 100), the mean of
+CHART-Info's task-6b line score (digitize/line_score.py: the field's, series matched one to
+one; an unread chart scores 0) and the seconds per chart (whole run, Tesseract and the label
+reader included).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def main() -> None:
                 row.update(read=False, reason=str(result))
             else:
                 row.update(score(result, path))
-            row["calibrated"], row["curve_error"] = reading_score(result, path)
+            row["calibrated"], row["curve_error"], row["line_score"] = reading_score(result, path)
             rows.append(row)
     seconds = (time.perf_counter() - start) / max(len(rows), 1)
     summary = {}
@@ -72,6 +74,7 @@ def main() -> None:
             "median_curve_error_pct_calibrated": float(
                 np.median([r["curve_error"] for r in group if r["calibrated"]] or [np.nan])
             ),
+            "mean_line_score": float(np.mean([r["line_score"] for r in group])),
         }
     result = {
         "splits": args.split,

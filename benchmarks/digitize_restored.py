@@ -10,9 +10,10 @@ by the run's final adapter at eval.steps, as evaluate does with its test charts.
 restoration (read with the input it came from, as `linefuse digitize` reads it; with --alone,
 also without, as kind model_alone) and the sharp chart are digitized with no sidecar and scored
 against it (calibrated: both axes within 1% of their range at every tick used; curve error in %
-of the y range, an unread chart counting 100). Writes, per level and library, the images'
-count, the share calibrated and the median curve error of each kind, and the share of images
-whose restoration reads with a lower error than their input.
+of the y range, an unread chart counting 100; CHART-Info's task-6b line score, the field's,
+digitize/line_score.py, an unread chart scoring 0). Writes, per level and library, the images'
+count, the share calibrated, the median curve error and the mean line score of each kind, and
+the share of images whose restoration reads with a lower error than their input.
 """
 
 from __future__ import annotations
@@ -71,10 +72,10 @@ def main() -> None:
         given = [images.get(("input", *key[1:])) if key[0] == "model" else None for key in images]
         read = digitize_many(list(images.values()), given)
         for key, result in zip(images, read, strict=True):
-            calibrated, error = reading_score(result, source)
+            calibrated, error, line = reading_score(result, source)
             row = {"chart": rel, "split": split, "library": library, "kind": key[0]}
             row |= {"level": key[1], "domain": key[2] if len(key) > 2 else "-"}
-            rows.append(row | {"calibrated": calibrated, "curve_error": error})
+            rows.append(row | {"calibrated": calibrated, "curve_error": error, "line_score": line})
         print(f"{rel}: {len(images)} images digitized", flush=True)
     inputs_error = {
         (row["chart"], row["level"], row["domain"]): row["curve_error"]
@@ -90,6 +91,7 @@ def main() -> None:
             "count": len(group),
             "calibrated": float(np.mean([r["calibrated"] for r in group])),
             "median_curve_error_pct": float(np.median([r["curve_error"] for r in group])),
+            "mean_line_score": float(np.mean([r["line_score"] for r in group])),
         }
         | _lowered(group, inputs_error)
         for name, group in sorted(groups.items())

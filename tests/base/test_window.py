@@ -46,6 +46,11 @@ def window_params() -> dict:
     return params
 
 
+def windows_folder(root):
+    """Where base-land keeps the windowed base's state and ledger, under `root`."""
+    return root / "base_windows" / window_params()["base"]["name"]
+
+
 @pytest.fixture(scope="session")
 def two_windows(tmp_path_factory):
     """Two windows in a row, run once for all of the suite's workers."""
@@ -267,7 +272,7 @@ def test_landing_a_window_scores_it_here_keeps_its_state_and_ships_only_if_bette
     """linefuse base-land on the first window: the offered weights and the base model.unet names
     restored here on one chart set, the paired differences and the verdict in the scores file,
     the state and a ledger row landed, and the offered weights shipped or dropped."""
-    zoo, windows = tmp_path / "zoo", tmp_path / "base_windows" / window_params()["base"]["name"]
+    zoo, windows = tmp_path / "zoo", windows_folder(tmp_path)
     shutil.copytree(two_windows / "zoo", zoo)
     windows.mkdir(parents=True)
     ledger = {"init": "chart-base", "init_note": "test", "init_pairs": 1000, "windows": []}
@@ -327,7 +332,7 @@ def test_a_window_already_in_the_ledger_is_refused_in_one_line_before_scoring(
 ):
     """base-land on a window the ledger holds: one line naming it and its date, nothing scored,
     the ledger unchanged."""
-    windows, window = tmp_path / "base_windows" / window_params()["base"]["name"], tmp_path / "4"
+    windows, window = windows_folder(tmp_path), tmp_path / "4"
     windows.mkdir(parents=True), window.mkdir()
     ledger = {"init_pairs": 1000, "windows": [{"window": 4, "date": "2026-11-27"}]}
     (windows / "ledger.json").write_text(json.dumps(ledger))

@@ -188,15 +188,12 @@ def test_eval_json_is_the_headline_each_figure_from_the_detail(evaluated):
         assert min(cells) - 1e-4 <= gain <= max(cells) + 1e-4
     assert headline["few_step_shortfall_db"] == detail["few_step"]["psnr_shortfall_db"]
     model = f"model_s{steps}"
-    for key, figure in (
-        ("curve_rmse_pct_median", "curve_rmse_pct_of_range"),
-        ("peak_error_nm_median", "peak_position_error"),
-    ):
-        pooled = detail["chart_summary"][figure]
-        assert headline[key] == {
-            "input": pooled["input"]["median"],
-            "model": pooled[model]["median"],
-        }
+    pooled = detail["chart_summary"]["curve_rmse_pct_of_range"]
+    assert headline["curve_rmse_pct_median"] == {
+        "input": pooled["input"]["median"],
+        "model": pooled[model]["median"],
+    }
+    assert "peak_error_nm_median" not in headline  # in the detail: the leaves hold line_score
     if "ocr_cer" in detail:  # Tesseract was here
         for name, key in (("input", "input"), ("model", model)):
             rates = [detail["ocr_cer"][level][key] for level in LEVELS]
@@ -445,8 +442,9 @@ def test_eval_json_reports_the_data_digitized_with_no_sidecar(evaluated):
     """digitized: per split and level, the input, the model's output and the sharp
     chart of eval.digitize.max_images pairs of each domain, digitized from their
     pixels and scored against the chart's data: the share calibrated, the median curve error
-    (in % of the y range, MISSED for a chart not read) and how often the model lowered it; the
-    headline's digitize_error_pct is the mean over levels of the medians."""
+    (in % of the y range, MISSED for a chart not read), the mean task-6b line score and how
+    often the model lowered the error; the headline's digitize_error_pct and line_score are the
+    means over levels of the medians and of the means."""
     report = _detail(evaluated)
     params = tiny_params()["eval"]
     model, most = f"model_s{params['steps']}", params["digitize"]["max_images"]
@@ -459,10 +457,13 @@ def test_eval_json_reports_the_data_digitized_with_no_sidecar(evaluated):
             for name in ("input", model, "sharp"):
                 assert 0 <= row[name]["calibrated"] <= 1, (split, level, name)
                 assert 0 <= row[name]["curve_error_pct_median"] <= MISSED, (split, level, name)
+                assert 0 <= row[name]["line_score_mean"] <= 1, (split, level, name)
     headline = json.loads((evaluated / "metrics/eval.json").read_text())
     for short, name in (("input", "input"), ("model", model)):
         errors = [row[name]["curve_error_pct_median"] for row in report["digitized"].values()]
         assert headline["digitize_error_pct"][short] == pytest.approx(np.mean(errors), abs=1e-4)
+        scores = [row[name]["line_score_mean"] for row in report["digitized"].values()]
+        assert headline["line_score"][short] == pytest.approx(np.mean(scores), abs=1e-4)
 
 
 def test_the_charts_digitized_are_spread_over_the_domains():

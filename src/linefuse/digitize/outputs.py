@@ -1,7 +1,8 @@
 """What digitizing writes for each chart: a CSV of its series in data units (series, x, y), a
-JSON of the axes it found (box, scale, mapping, ticks used and rejected, confidence), and a PNG
-of what it read drawn over the chart, for a person to check at a glance; and the folder-level
-run that writes them for many images with a progress bar, one line per unreadable file.
+JSON of the axes it found (box, scale, direction, mapping, ticks used and rejected, confidence),
+and a PNG of what it read drawn over the chart, for a person to check at a glance; and the
+folder-level run that writes them for many images with a progress bar, one line per unreadable
+file.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def _tick(tick: Tick) -> dict:
 def _axis(axis: Axis) -> dict:
     return {
         "scale": axis.scale,
+        "direction": axis.direction,
         "mapping": {
             "pixel": "offset + slope * " + ("log10(value)" if axis.scale == "log" else "value"),
             "offset": axis.offset,

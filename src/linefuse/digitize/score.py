@@ -5,7 +5,8 @@ the axis's range of the value the sidecar's mapping (plot box and limits) gives 
 curve error is the median, over the CSV's points in view, of
 |y read - y true| in % of the y range; each true series takes the read series that fits it
 best, and the chart's curve error is the mean over its true series (one never read counts as
-MISSED).
+MISSED). Beside it, the field's stricter score of the same points (line_score.py): CHART-Info's
+task-6b score, the series matched one to one, a series read twice or invented counting 0.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from linefuse.digitize.calibrate import Axis
 from linefuse.digitize.chart import Digitized, Unreadable
+from linefuse.digitize.line_score import line_score
 
 CALIBRATED = 0.01  # of the axis's range
 MISSED = 100.0  # % of the y range: the curve error of a true series no read series matches
@@ -66,7 +68,8 @@ def curve_error(x: np.ndarray, y: np.ndarray, truth_x: np.ndarray, truth_y: np.n
 
 
 def score(digitized: Digitized, png_path: Path | str) -> dict:
-    """Calibration per axis and the curve errors of one chart against its sidecar and CSV."""
+    """Calibration per axis, the curve errors and the task-6b `line_score` of one chart against
+    its sidecar and CSV (both over the CSV's points in view, in the sidecar's data units)."""
     sidecar, truth_x, columns = read_sidecar(png_path)
     x_error = axis_error(digitized.x_axis, sidecar)
     y_error = axis_error(digitized.y_axis, sidecar)
@@ -74,23 +77,29 @@ def score(digitized: Digitized, png_path: Path | str) -> dict:
     x_low, x_high = sorted(float(v) for v in sidecar["xlim"])
     in_view = (truth_x >= x_low) & (truth_x <= x_high)
     truth_x = truth_x[in_view]
+    truths = [column[in_view] for column in columns.values()]
     errors = []
-    for truth_y in (column[in_view] for column in columns.values()):
+    for truth_y in truths:
         found = [curve_error(s.x, s.y, truth_x, truth_y, abs(high - low)) for s in digitized.series]
         errors.append(min(found, default=MISSED))
+    read = [(s.x, s.y) for s in digitized.series]
     return {
         "x_error": x_error,
         "y_error": y_error,
         "calibrated": bool(x_error <= CALIBRATED and y_error <= CALIBRATED),
         "series_errors": errors,
         "curve_error": float(np.mean(errors)) if errors else MISSED,
+        "line_score": line_score(read, [(truth_x, truth_y) for truth_y in truths]),
     }
 
 
-def reading_score(result: Digitized | Unreadable, png_path: Path | str) -> tuple[bool, float]:
-    """(calibrated, curve error in % of the y range) of one chart digitized, or not: a chart it
-    could not read is not calibrated and its curve error is MISSED."""
+def reading_score(
+    result: Digitized | Unreadable, png_path: Path | str
+) -> tuple[bool, float, float]:
+    """(calibrated, curve error in % of the y range, task-6b line score) of one chart digitized,
+    or not: a chart it could not read is not calibrated, its curve error is MISSED and its line
+    score 0."""
     if isinstance(result, Unreadable):
-        return False, MISSED
+        return False, MISSED, 0.0
     scored = score(result, png_path)
-    return scored["calibrated"], scored["curve_error"]
+    return scored["calibrated"], scored["curve_error"], scored["line_score"]

@@ -19,14 +19,17 @@ file's key order in its columns):
 - domain_gain_db.<domain>: the mean over its levels of each cell's mean gain;
 - few_step_shortfall_db: on the sweep's tiles, the PSNR the fewest steps (<= 4) lose against the
   most steps swept;
-- curve_rmse_pct_median, peak_error_nm_median (.input, .model): the medians over every test image
-  of the curve read back against the chart's data (RMSE in percent of its range) and of its peak
-  position error in the chart's x unit (nm);
+- curve_rmse_pct_median (.input, .model): the median over every test image of the curve read
+  back against the chart's data (RMSE in percent of its range; the median peak position error
+  is in the detail's chart_summary, peak_position_error);
 - ocr_cer (.input, .model): the tick labels' character error rate, the mean over levels of each
   level's pooled rate (each level counts the same, as each cell does in gain_db);
 - digitize_error_pct (.input, .model): the data read back with no sidecar (linefuse digitize):
   the mean over levels of each level's median curve error, in % of the y range (a chart whose
   axes it could not read counts as 100; the detail's `digitized` has the share calibrated);
+- line_score (.input, .model): the same charts' CHART-Info task-6b line score (the field's: series
+  matched one to one, digitize/line_score.py), the mean over levels of each level's mean (an
+  unread chart scores 0; the sharp chart's in the detail's `digitized`);
 - seconds_per_megapixel: restoring whole images at `steps` on this machine.
 
 A figure evaluate could not make (no held-out family, no sweep, no Tesseract) is left out.
@@ -132,16 +135,13 @@ def headline(detail: dict, params: Params) -> dict:
     if "few_step" in detail:
         out["few_step_shortfall_db"] = detail["few_step"]["psnr_shortfall_db"]
     pooled = detail.get("chart_summary", {})
-    for key, figure in (
-        ("curve_rmse_pct_median", "curve_rmse_pct_of_range"),
-        ("peak_error_nm_median", "peak_position_error"),
-    ):
-        entry = pooled.get(figure, {})
-        medians = {
-            name: entry[name]["median"] for name in ("input", f"model_s{steps}") if name in entry
-        }
-        if found := _by_method(medians, steps):
-            out[key] = found
+    # the 40 leaves hold the line score: the median peak error stays in the detail
+    entry = pooled.get("curve_rmse_pct_of_range", {})
+    medians = {
+        name: entry[name]["median"] for name in ("input", f"model_s{steps}") if name in entry
+    }
+    if found := _by_method(medians, steps):
+        out["curve_rmse_pct_median"] = found
     rates = detail.get("ocr_cer", {}).values()
     by_level = [_by_method(rate, steps) for rate in rates]
     if by_level and None not in by_level:
@@ -152,6 +152,10 @@ def headline(detail: dict, params: Params) -> dict:
     if rows := list(detail.get("digitized", {}).values()):
         out["digitize_error_pct"] = {
             short: round(float(np.mean([row[name]["curve_error_pct_median"] for row in rows])), 4)
+            for short, name in (("input", "input"), ("model", f"model_s{steps}"))
+        }
+        out["line_score"] = {
+            short: round(float(np.mean([row[name]["line_score_mean"] for row in rows])), 4)
             for short, name in (("input", "input"), ("model", f"model_s{steps}"))
         }
     if (seconds := detail["machine"].get(f"seconds_per_megapixel_s{steps}")) is not None:

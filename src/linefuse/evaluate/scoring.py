@@ -44,9 +44,10 @@ class Cell:
     """One domain x level's per-image scores: PSNR and SSIM per method; the line-fidelity figures
     of the input, the model and the sharp image (chart[method][figure]); and the tick labels'
     readings of the same three as (edits, characters, labels), edits None where not read; the
-    same three digitized with no sidecar as (calibrated, curve error in % of the y range); the
-    plotting library that drew each image (`libraries`), each read one (`ocr_libraries`) and
-    each digitized one (`digitized_libraries`), "" for an image without a sidecar."""
+    same three digitized with no sidecar as (calibrated, curve error in % of the y range,
+    task-6b line score); the plotting library that drew each image (`libraries`), each read one
+    (`ocr_libraries`) and each digitized one (`digitized_libraries`), "" for an image without a
+    sidecar."""
 
     psnr: dict[str, list[float]] = field(default_factory=_lists)
     ssim: dict[str, list[float]] = field(default_factory=_lists)
@@ -129,7 +130,8 @@ class PairScores(NamedTuple):
     ssim: dict[str, float]
     figures: dict[str, dict[str, float]]  # input and model -> figure -> value
     ticks: dict[str, tuple]  # input, model (and sharp when asked) -> (edits, characters, labels)
-    digitized: dict[str, tuple]  # input, model (and sharp when asked) -> (calibrated, error %)
+    # input, model (and sharp when asked) -> (calibrated, error %, task-6b line score)
+    digitized: dict[str, tuple]
 
 
 def first_per_domain(metas: list[dict], count: int | None) -> list[int]:

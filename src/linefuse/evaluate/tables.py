@@ -157,10 +157,11 @@ def _ocr_by_level(cells: dict[str, dict[str, Cell]]) -> dict:
 
 def _digitized_by_level(cells: dict[str, dict[str, Cell]], model: str) -> dict:
     """Per level, over its digitized charts of every domain: for the input, the model and the
-    sharp chart, the share whose axes were calibrated and the median curve error (% of the y
-    range; a chart not read counts as digitize.score.MISSED); the share of charts where the
-    model's error is below the input's; and the charts' count."""
-    pooled = defaultdict(lambda: defaultdict(list))  # level -> name -> (calibrated, error)
+    sharp chart, the share whose axes were calibrated, the median curve error (% of the y
+    range; a chart not read counts as digitize.score.MISSED) and the mean of CHART-Info's
+    task-6b line score (digitize/line_score.py; a chart not read scores 0); the share of charts
+    where the model's error is below the input's; and the charts' count."""
+    pooled = defaultdict(lambda: defaultdict(list))  # level -> name -> (calibrated, error, line)
     for by_level in cells.values():
         for level, cell in by_level.items():
             for name, readings in cell.digitized.items():
@@ -172,6 +173,7 @@ def _digitized_by_level(cells: dict[str, dict[str, Cell]], model: str) -> dict:
             name: {
                 "calibrated": round(float(np.mean([r[0] for r in readings])), 4),
                 "curve_error_pct_median": round(float(np.median([r[1] for r in readings])), 4),
+                "line_score_mean": round(float(np.mean([r[2] for r in readings])), 4),
             }
             for name, readings in by_name.items()
         }
