@@ -303,6 +303,7 @@ def test_digitize_files_writes_three_files_and_names_the_unreadable(tmp_path, ca
     assert header == "series,x,y" and len(rows) > 100
     axes = json.loads((out / "chart.json").read_text())
     assert axes["x"]["scale"] == axes["y"]["scale"] == "linear"
+    assert axes["x"]["direction"] == axes["y"]["direction"] == "ascending"
     assert len(axes["x"]["ticks_used"]) >= 3 and 0 < axes["confidence"] <= 1
     overlay = Image.open(out / "chart.overlay.png")
     assert overlay.width > Image.open(CHARTS[0]).width

@@ -7,13 +7,19 @@ reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value
 through every pair of ticks keeps the pair whose implied labels (evenly stepped from the pair's)
 best match what was read at every word, even in part; ticks farther than OUTLIER_PX from it are
 misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest are fitted by least
-squares. The scale whose fit keeps more ticks wins (_better).
+squares. The scale whose fit keeps more ticks wins (_better). An axis runs either way: values
+growing rightwards (x) or upwards (y), as axes are drawn, or the other way (IR and NMR spectra
+draw x from 4000 down to 400); the reversed fit is kept where it keeps more ticks (_directed).
+Labels are read in the forms plotting libraries write them: 1,000 (thousands separators),
+1e+03 (ggplot), 10^3 and matplotlib's 10 with a superscript 3, which Tesseract reads as 103
+(_power_readings).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
@@ -35,6 +41,18 @@ CLEARLY_MORE = 2  # ... this many more ticks to win
 MAX_DECIMALS = 4  # of a tick label
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
+REVERSED_TICKS = 3  # a descending fit keeps this many ticks at least (_directed)
+# a number as plotting libraries write one: thousands separated by commas (1,000; 12,500.5),
+# not a decimal comma (1,5: left unread, as before); and 10^3 or 10 with superscript digits
+THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d*)?")
+POWER = re.compile(r"10\^\{?([-+]?\d+)\}?")
+SUPERSCRIPT = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b\u207a"
+SUPERSCRIPTS = str.maketrans(SUPERSCRIPT, "0123456789-+")
+# matplotlib's 10 with a superscript exponent (10^-3 ... 10^9), read as one word: 103, 10-3
+READ_POWER = re.compile(r"10(-?\d)")
+# 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
+SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
+PLAIN = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)")
 # each word is read darkened by each (digitize/ocr's gammas suit 9 px labels; the digitizer's
 # words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
 GAMMAS = (1.5, 3.0)
@@ -51,13 +69,17 @@ class Tick:
     box: tuple[float, float, float, float]
     word: int = 0  # which word of its axis: readings of one word are candidates for one tick
     by_label_reader: bool = False  # read by LineFuse's label reader, not Tesseract
+    # the value is 10^n from a word read as 10 then n (a superscript exponent read on the line):
+    # a candidate of log fits only (_power_readings)
+    power: bool = False
 
 
 @dataclass(frozen=True)
 class Axis:
     """One axis's mapping: value = inverse of pixel = offset + slope * f(value), f the identity
     (linear) or log10 (log). used are the ticks it was fitted to, rejected the ones it rejected
-    (misread, or text that is no number); residual is their RMS distance off the fit in px."""
+    (misread, or text that is no number); residual is their RMS distance off the fit in px. The
+    slope's sign is the axis's direction: values may grow leftwards or downwards (direction)."""
 
     name: str
     scale: str
@@ -79,17 +101,42 @@ class Axis:
         mapped = np.log10(value) if self.scale == "log" else value
         return self.offset + self.slope * mapped
 
+    @property
+    def direction(self) -> str:
+        """'ascending' where values grow rightwards (x) or upwards (y), as most axes are drawn;
+        'descending' where they grow the other way (an IR spectrum's x, 4000 to 400)."""
+        growing = self.slope > 0 if self.name == "x" else self.slope < 0
+        return "ascending" if growing else "descending"
+
 
 def parse(text: str) -> float | None:
-    """A tick label's number, or None when what was read is none."""
+    """A tick label's number, or None when what was read is none: plain (-5, 0.25, with a
+    unicode minus too), scientific (1e+03, 1E3, 1e-3), with thousands separators (1,000;
+    10,000) or a power of ten written out (10^3, 10³). A comma that cannot separate
+    thousands (1,5) is no number."""
     clean = normalise(text)
+    if clean[:2] == "10" and len(clean) > 2 and all(c in SUPERSCRIPT for c in clean[2:]):
+        clean = "10^" + clean[2:].translate(SUPERSCRIPTS)
     if clean.endswith("-"):  # a tick mark beside a y label, read as a trailing minus
         clean = clean.rstrip("-")
+    if THOUSANDS.fullmatch(clean):
+        clean = clean.replace(",", "")
+    if power := POWER.fullmatch(clean):
+        return 10.0 ** int(power.group(1)) if abs(int(power.group(1))) <= 300 else None
     try:
         value = float(clean)
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _plain(text: str) -> str:
+    """A normalised reading as the digits a plain label shows: 1,000, 1e+03 and 10^3 as 1000,
+    1e-3 as 0.001; a plain number or what is no number as it is. So readings of one value in
+    any form agree (_agreement) and count their decimals alike (_shared_decimals)."""
+    if PLAIN.fullmatch(text) or (value := parse(text)) is None:
+        return text
+    return np.format_float_positional(value, trim="-")
 
 
 def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
@@ -135,6 +182,7 @@ def read_ticks(
                     for tick in _candidates(axis, index, word, next(crnn))
                     if math.isfinite(tick.value)
                 ]
+            ticks = _separators_read_as_points(ticks)
             axes.append(ticks + _points_dropped(ticks))
         found.append((axes[0], axes[1]))
     return found
@@ -196,14 +244,36 @@ def _points_dropped(ticks: list[Tick]) -> list[Tick]:
     """More candidates where an axis's labels have decimals: each whole number read, with the
     decimal point Tesseract most often drops put back (0.2 read as 02, 1.4 as 14). An axis's
     labels share their decimals, so they are those of the readings that kept their point."""
-    decimals = _shared_decimals(normalise(t.text) for t in ticks if math.isfinite(t.value))
+    finite = [t for t in ticks if math.isfinite(t.value) and not t.power]
+    decimals = _shared_decimals(_plain(normalise(t.text)) for t in finite)
     if decimals is None:
         return []
     shift = 10.0**decimals
     return [
         Tick(t.position, t.value / shift, t.text, t.box, t.word)
+        for t in finite
+        if PLAIN.fullmatch(normalise(t.text).rstrip("-")) and "." not in t.text and t.value != 0
+    ]
+
+
+def _separators_read_as_points(ticks: list[Tick]) -> list[Tick]:
+    """An axis's ticks with thousands separators read as points taken for separators: both
+    readers read 2,500 as 2.500. Plotting libraries show as many decimals as the labels' values
+    need (a linear axis the same for all, a log axis each its own: 0.1, 1, 10), so where two
+    words or more are read with three digits after a point and one to three before it (no
+    leading zero: 0.500 is a decimal), and no reading with a point needs three decimals (2.500,
+    5.000, 7.500: one; 0.1, 1.000, 10.000: one), those points are separators (2500, 5000,
+    7500). Labels padded to three decimals by a fixed format (1.250, 1.500) would be taken for
+    thousands too; no library draws those by default."""
+    dotted = [t for t in ticks if math.isfinite(t.value) and "." in normalise(t.text)]
+    separated = [t for t in dotted if SEPARATED.fullmatch(normalise(t.text).rstrip("-"))]
+    if len({t.word for t in separated}) < 2 or max(_decimals(t.value) for t in dotted) >= 3:
+        return ticks
+    return [
+        replace(t, value=t.value * 1000.0, text=normalise(t.text).replace(".", ","))
+        if t in separated
+        else t
         for t in ticks
-        if math.isfinite(t.value) and "." not in normalise(t.text) and t.value != 0
     ]
 
 
@@ -226,16 +296,30 @@ def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tic
     x, y = word.centre
     position = x if axis == "x" else y
     values = {}
-    readings = texts + _pointed(texts, word)
-    if word.point is not None and any("." in text for text in readings):
+    # a comma read between thousands (1,000) is the small glyph at the digits' foot, no point
+    separated = any(THOUSANDS.fullmatch(normalise(text).rstrip("-")) for text in texts)
+    readings = texts + ([] if separated else _pointed(texts, word))
+    if word.point is not None and not separated and any("." in text for text in readings):
         readings = [text for text in readings if "." in text]  # without one, it is misread
     for text in readings:
         value = parse(text)
         if value is not None:
             values.setdefault(value, text)
-    if not values:
-        return [Tick(position, math.nan, "/".join(texts), word.box, index)]
-    return [Tick(position, value, text, word.box, index) for value, text in values.items()]
+    ticks = [Tick(position, value, text, word.box, index) for value, text in values.items()]
+    ticks += _power_readings(texts, Tick(position, math.nan, "", word.box, index))
+    return ticks or [Tick(position, math.nan, "/".join(texts), word.box, index)]
+
+
+def _power_readings(texts: list[str], where: Tick) -> list[Tick]:
+    """matplotlib labels a log axis 10 with a superscript exponent; Tesseract reads that on
+    one line, 10^2 as 102 and 10^-3 as 10-3 (no number). Each reading 10 then one exponent digit
+    is also the candidate 10^n at `where`, for log fits only (Tick.power), its text 10^n."""
+    exponents = {
+        int(power.group(1))
+        for text in texts
+        if (power := READ_POWER.fullmatch(normalise(text).rstrip(".")))
+    }
+    return [replace(where, value=10.0**n, text=f"10^{n}", power=True) for n in sorted(exponents)]
 
 
 def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
@@ -268,7 +352,7 @@ def _robust_fit(
         if values[i] == values[j] or words[i] == words[j]:
             continue
         slope = (points[j] - points[i]) / (values[j] - values[i])
-        if slope * direction <= 0:  # x grows rightwards, y upwards (pixel rows downwards)
+        if slope * direction <= 0:  # values grow the way asked (_directed)
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
@@ -331,7 +415,7 @@ class Readings:
 def _clean(text: str) -> str:
     """A reading as agreement compares it: normalised, without the trailing tick mark or point
     that Tesseract reads beside a y label (150-, 50.)."""
-    return normalise(text).rstrip("-.")
+    return _plain(normalise(text).rstrip("-."))
 
 
 def _decimals(value: float) -> int:
@@ -354,7 +438,8 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
     """How well the labels a pair of ticks (points, values) implies at each word match what was
     read there: the sum over words of the best reading's likeness. The labels step evenly, so a
     word k spacings from the pair's first is labelled values[0] + k * (the pair's value step);
-    it shows as many decimals as the pair's labels or the axis's readings. A misread label still
+    it shows as many decimals as the pair's labels or the axis's readings (on a log axis, the ones
+    its own value needs: 0.1, 1, 10). A misread label still
     weighs for the true fit in part (35000 and 53000 read where 25000 and 5000 are drawn), and a
     fit whose labels are not what was read (0.20 ... 1.20, from a point put back, where 20 ...
     120 were read) loses to the one whose labels are; a count of exact readings tells neither."""
@@ -364,10 +449,12 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
         return 0.0
     predicted = values[0] + spacings * (values[1] - values[0]) / between
     if read.log:
-        predicted, values = 10.0**predicted, 10.0**values
-    decimals = max(read.decimals, *(_decimals(v) for v in values))
-    # rounded, then + 0.0: -0.0 shows as 0.0; the pair's own words agree as read (None)
-    expected = [f"{v:.{decimals}f}" for v in np.round(predicted, decimals) + 0.0]
+        # a log axis's labels show each the decimals its own value needs (0.1, 1, 10, 100)
+        expected = [f"{v:.{_decimals(v)}f}" for v in 10.0**predicted]
+    else:
+        decimals = max(read.decimals, *(_decimals(v) for v in values))
+        # rounded, then + 0.0: -0.0 shows as 0.0; the pair's own words agree as read (None)
+        expected = [f"{v:.{decimals}f}" for v in np.round(predicted, decimals) + 0.0]
     for point in points:
         expected[int(np.abs(read.positions - point).argmin())] = None
     return _matched(tuple(expected), read.texts)
@@ -449,32 +536,38 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     values = np.array([t.value for t in good])
     words = np.array([t.word for t in good])
     dotted = np.array(["." in normalise(t.text) and parse(t.text) == t.value for t in good])
+    power = np.array([t.power for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
-    read = Readings.of(candidates)
-    fits = {"linear": _robust_fit(points, values, words, dotted, tolerance, direction, read)}
+    fits = {}
+    plain = ~power  # 10^n read as 10n is a candidate of log fits only
+    if len(np.unique(words[plain])) >= MIN_TICKS:
+        read = Readings.of([t for t, keep in zip(good, plain, strict=True) if keep])
+        fit = _directed(
+            points[plain], values[plain], words[plain], dotted[plain], tolerance, direction, read
+        )
+        if fit is not None:
+            fits["linear"] = _over(fit, plain)
     positive = values > 0
     if (
         len(np.unique(words[positive])) >= 3
     ):  # two ticks fit any scale: a log axis needs a third to tell
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
-        fit = _robust_fit(
+        fit = _directed(
             points[positive],
             logs[positive],
             words[positive],
             dotted[positive],
             tolerance,
             direction,
-            replace(read, log=True),
+            replace(Readings.of(candidates), log=True),
         )
         # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
         # (10000, 20000, 40000: a misread linear axis) are no log axis
         if fit is not None and _decades(fit[1], _spacing(points[positive][fit[3]])):
             # inliers over all ticks: the non-positive ones are off a log axis
-            inliers = np.zeros(len(good), dtype=bool)
-            inliers[np.flatnonzero(positive)[fit[3]]] = True
-            fits["log"] = (*fit[:3], inliers)
-    scale = _better(fits)
+            fits["log"] = _over(fit, positive)
+    scale = _better(fits, power)
     if scale is None:
         return None
     offset, slope, residual, inliers = fits[scale]
@@ -493,9 +586,45 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     )
 
 
-def _better(fits: dict) -> str | None:
+def _over(fit: tuple, subset: np.ndarray) -> tuple:
+    """A fit of a subset of the ticks with its inliers over all of them."""
+    inliers = np.zeros(len(subset), dtype=bool)
+    inliers[np.flatnonzero(subset)[fit[3]]] = True
+    return (*fit[:3], inliers)
+
+
+def _directed(
+    points: np.ndarray,
+    values: np.ndarray,
+    words: np.ndarray,
+    dotted: np.ndarray,
+    tolerance: float,
+    direction: float,
+    read: Readings,
+):
+    """_robust_fit with values growing the usual way (`direction`: +1 rightwards for x, -1
+    upwards for y, pixel rows growing downwards), unless the reversed fit keeps more ticks. A
+    descending axis read right (4000, 3500, ... 500) leaves the usual direction a pair of
+    misread labels at best, so the reversed fit keeps more; where both keep as many (misreads
+    either way) the usual direction stands, as before. The reversed fit must keep
+    REVERSED_TICKS: two labels fit a line either way, and two misreads that descend (an axis
+    read as 600, 10) would otherwise turn an unreadable axis into a wrong one."""
+    usual = _robust_fit(points, values, words, dotted, tolerance, direction, read)
+    if usual is not None and usual[3].sum() == len(np.unique(words)):
+        return usual  # every word kept: nothing to gain
+    reverse = _robust_fit(points, values, words, dotted, tolerance, -direction, read)
+    if reverse is None or reverse[3].sum() < REVERSED_TICKS:
+        return usual
+    return reverse if usual is None or reverse[3].sum() > usual[3].sum() else usual
+
+
+def _better(fits: dict, power: np.ndarray) -> str | None:
     """The scale whose fit keeps more ticks, or as many (LOG_TICKS or more) with a clearly
-    smaller residual; linear when in doubt."""
+    smaller residual; linear when in doubt. One exception: where every tick the log fit keeps
+    is a power read as 10 then its exponent (Tick.power), the linear fit of those words reads
+    labels such as 101, 102, 103 (steps of one in the last digit of a three-character label
+    starting 10), which a linear axis rarely draws and matplotlib's 10^1, 10^2, 10^3 read on
+    one line always look like: as many ticks kept (three or more), log wins."""
     linear, log = fits.get("linear"), fits.get("log")
     if log is None:
         return None if linear is None else "linear"
@@ -504,6 +633,8 @@ def _better(fits: dict) -> str | None:
     kept_linear, kept_log = linear[3].sum(), log[3].sum()
     if kept_log != kept_linear:
         return "log" if kept_log > kept_linear else "linear"
+    if power[log[3]].all():
+        return "log"
     # as many kept: a few ticks fit either closely, so log must fit many much better
     many = kept_log >= LOG_TICKS
     return "log" if many and log[2] < LOG_GAIN * linear[2] else "linear"

@@ -1,0 +1,249 @@
+"""linefuse.digitize.calibrate: the axes people draw, from tick labels as read (no image, no
+Tesseract): descending axes, thousands separators, scientific labels, log axes labelled
+10^n however Tesseract reads them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from linefuse.digitize.axes import Word
+from linefuse.digitize.calibrate import (
+    _candidates,
+    _points_dropped,
+    _separators_read_as_points,
+    fit_axis,
+    parse,
+)
+from linefuse.digitize.outputs import _axis
+
+
+def _x_words(positions, texts, readings=None):
+    """The ticks read_ticks offers for x labels centred at `positions`, each word read as its
+    text (and, where given, also as `readings[i]`)."""
+    ticks = []
+    for index, (position, text) in enumerate(zip(positions, texts, strict=True)):
+        word = Word((position - 9.0, 200.0, position + 9.0, 208.0))
+        read = [text] + ([readings[index]] if readings else [])
+        ticks += _candidates("x", index, word, read)
+    return ticks
+
+
+def _y_words(positions, texts):
+    ticks = []
+    for index, (position, text) in enumerate(zip(positions, texts, strict=True)):
+        word = Word((10.0, position - 4.0, 30.0, position + 4.0))
+        ticks += _candidates("y", index, word, [text])
+    return ticks
+
+
+IR_PIXELS = [40.0, 80.0, 120.0, 160.0, 200.0, 240.0, 280.0, 320.0]
+IR_LABELS = ["4000", "3500", "3000", "2500", "2000", "1500", "1000", "500"]
+
+
+def test_parse_reads_the_forms_libraries_write():
+    assert parse("1,000") == 1000.0 and parse("10,000") == 10000.0
+    assert parse("-12,500.5") == -12500.0 - 0.5
+    assert parse("1e+03") == parse("1E3") == parse("1000") == parse("1,000") == 1000.0
+    assert parse("1e-3") == parse("0.001") == 0.001
+    assert parse("\u22125") == parse("-5") == -5.0
+    assert parse("10^3") == parse("10\u00b3") == 1000.0 and parse("10^-2") == 0.01
+    # a decimal comma, or commas that separate no thousands, are no number (as before)
+    for text in ("1,5", "1,00", "10,00,000", "1,000,0"):
+        assert parse(text) is None, text
+    # the existing forms are unchanged
+    assert parse("150-") == 150.0 and parse("0.5") == 0.5 and parse("abc") is None
+
+
+def test_a_descending_x_axis_is_read_as_drawn():
+    """An IR spectrum's x axis, 4000 on the left to 500 on the right, every label read right:
+    the reversed fit keeps all eight, and the axis says it descends."""
+    axis = fit_axis("x", _x_words(IR_PIXELS, IR_LABELS))
+    assert axis is not None and axis.scale == "linear"
+    assert [t.text for t in axis.used] == IR_LABELS and axis.rejected == []
+    assert axis.value(40.0) == pytest.approx(4000.0)
+    assert axis.value(300.0) == pytest.approx(750.0)
+    assert axis.pixel(2750.0) == pytest.approx(140.0)
+    assert axis.direction == "descending" and axis.slope < 0
+    described = _axis(axis)
+    assert described["direction"] == "descending" and described["scale"] == "linear"
+    ascending = fit_axis("x", _x_words(IR_PIXELS, IR_LABELS[::-1]))
+    assert ascending.direction == "ascending" and _axis(ascending)["direction"] == "ascending"
+
+
+def test_a_descending_y_axis_is_read_as_drawn():
+    """A y axis whose values grow downwards (0 at the top, 50 at the bottom: depth, or an
+    inverted magnitude axis)."""
+    rows = [20.0, 60.0, 100.0, 140.0, 180.0, 220.0]
+    labels = ["0", "10", "20", "30", "40", "50"]
+    axis = fit_axis("y", _y_words(rows, labels))
+    assert axis.direction == "descending" and axis.slope > 0
+    assert axis.value(20.0) == pytest.approx(0.0, abs=1e-9)
+    assert axis.value(200.0) == pytest.approx(45.0)
+    upwards = fit_axis("y", _y_words(rows, labels[::-1]))
+    assert upwards.direction == "ascending" and upwards.value(200.0) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_misread_among_descending_labels_is_rejected_as_among_ascending(reverse):
+    """The same misread (3000 read as 8000) on an axis drawn either way is rejected, and the
+    axis maps its word to the true value."""
+    labels = list(IR_LABELS[::-1] if reverse else IR_LABELS)
+    misread = labels.index("3000")
+    labels[misread] = "8000"
+    axis = fit_axis("x", _x_words(IR_PIXELS, labels))
+    assert [t.text for t in axis.rejected] == ["8000"]
+    assert axis.value(IR_PIXELS[misread]) == pytest.approx(3000.0)
+    assert axis.direction == ("ascending" if reverse else "descending")
+    assert axis.residual == pytest.approx(0.0, abs=1e-9)
+
+
+def test_two_misreads_that_descend_do_not_reverse_an_ascending_axis():
+    """An ascending axis 400 ... 800 with two labels misread so that they descend (600 as 900,
+    700 as 300): the usual direction keeps three labels, the reversed one only the two
+    misreads, so the axis stays ascending and both misreads are rejected."""
+    pixels = [20.0, 60.0, 100.0, 140.0, 180.0]
+    axis = fit_axis("x", _x_words(pixels, ["400", "500", "900", "300", "800"]))
+    assert axis.direction == "ascending"
+    assert sorted(t.text for t in axis.rejected) == ["300", "900"]
+    assert axis.value(100.0) == pytest.approx(600.0)
+
+
+def test_a_descending_axis_needs_three_labels_that_agree():
+    """Two labels fit a line either way: two that descend are no axis (as before), three are."""
+    assert fit_axis("x", _x_words([50.0, 150.0], ["1000", "500"])) is None
+    axis = fit_axis("x", _x_words([50.0, 150.0, 250.0], ["1000", "500", "0"]))
+    assert axis.direction == "descending" and axis.value(100.0) == pytest.approx(750.0)
+
+
+def test_thousands_separators_read_as_their_numbers():
+    """Plotly and ggplot label 1,000 ... 5,000; Tesseract may also drop one comma."""
+    pixels = [30.0, 70.0, 110.0, 150.0, 190.0]
+    labels = ["1,000", "2,000", "3,000", "4000", "5,000"]
+    axis = fit_axis("x", _x_words(pixels, labels))
+    assert [t.value for t in axis.used] == [1000.0, 2000.0, 3000.0, 4000.0, 5000.0]
+    assert axis.value(50.0) == pytest.approx(1500.0)
+    # a word with its comma seen as a decimal point (a small glyph at the digits' foot) still
+    # reads 1,000, not 1.000
+    word = Word((20.0, 0.0, 40.0, 10.0), ((20, 0, 24, 10), (25, 8, 27, 11), (28, 0, 32, 10)))
+    assert word.point == 1
+    assert [t.value for t in _candidates("x", 0, word, ["1,000"])] == [1000.0]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        ["0", "1e+03", "2e+03", "3e+03", "4e+03"],
+        ["0", "1000", "2000", "3000", "4000"],
+        ["0", "1E3", "2E3", "3E3", "4E3"],
+    ],
+)
+def test_scientific_labels_read_as_their_plain_numbers(labels):
+    pixels = [30.0, 70.0, 110.0, 150.0, 190.0]
+    axis = fit_axis("x", _x_words(pixels, labels))
+    assert axis.scale == "linear" and len(axis.used) == 5
+    assert axis.value(90.0) == pytest.approx(1500.0)
+
+
+def test_scientific_labels_with_a_misread_are_still_checked():
+    """1e+03 ... 5e+03 with 3e+03 read as 8e+03: rejected, as 8000 among 1000 ... 5000."""
+    pixels = [30.0, 70.0, 110.0, 150.0, 190.0]
+    axis = fit_axis("x", _x_words(pixels, ["1e+03", "2e+03", "8e+03", "4e+03", "5e+03"]))
+    assert [t.text for t in axis.rejected] == ["8e+03"]
+    assert axis.value(110.0) == pytest.approx(3000.0)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        ["10", "100", "1000", "10000"],
+        ["1e+01", "1e+02", "1e+03", "1e+04"],
+        ["10", "100", "1,000", "10,000"],
+        ["10^1", "10^2", "10^3", "10^4"],
+        ["101", "102", "103", "104"],  # matplotlib's 10 with a superscript, read on one line
+    ],
+)
+def test_a_log_y_axis_in_each_librarys_labels(labels):
+    rows = [190.0, 130.0, 70.0, 10.0]
+    axis = fit_axis("y", _y_words(rows, labels))
+    assert axis.scale == "log" and axis.direction == "ascending"
+    assert [t.value for t in axis.used] == [10.0, 100.0, 1000.0, 10000.0]
+    assert axis.value(160.0) == pytest.approx(10**1.5)
+    assert axis.value(40.0) == pytest.approx(10**3.5)
+    assert _axis(axis)["scale"] == "log"
+
+
+def test_three_powers_read_on_one_line_make_a_log_axis():
+    """The brief's case: words 101, 102, 103 at equal pixel steps are 10, 100, 1000; three
+    ticks each way, and the log reading wins (calibrate._better)."""
+    axis = fit_axis("x", _x_words([40.0, 120.0, 200.0], ["101", "102", "103"]))
+    assert axis.scale == "log"
+    assert axis.value(80.0) == pytest.approx(10**1.5)
+    assert axis.value(200.0) == pytest.approx(1000.0)
+    plain = fit_axis("x", _x_words([40.0, 120.0, 200.0], ["10", "100", "1000"]))
+    assert plain.scale == "log" and plain.value(80.0) == pytest.approx(10**1.5)
+
+
+def test_negative_powers_read_on_one_line_make_a_log_axis():
+    """A decay on a log y, 10^-3 ... 10^0, read as 10-3, 10-2, 10-1 and 100: none of the
+    first three is a number, so only the log fit reads them."""
+    rows = [190.0, 130.0, 70.0, 10.0]
+    axis = fit_axis("y", _y_words(rows, ["10-3", "10-2", "10-1", "100"]))
+    assert axis.scale == "log"
+    assert axis.value(190.0) == pytest.approx(1e-3)
+    assert axis.value(40.0) == pytest.approx(10**-0.5)
+
+
+def test_a_descending_log_axis():
+    axis = fit_axis("x", _x_words([40.0, 120.0, 200.0, 280.0], ["104", "103", "102", "101"]))
+    assert axis.scale == "log" and axis.direction == "descending"
+    assert axis.value(40.0) == pytest.approx(1e4) and axis.value(240.0) == pytest.approx(10**1.5)
+
+
+def test_linear_axes_starting_10_stay_linear():
+    """Linear labels that begin with 10 but step otherwise than one decade a tick stay linear:
+    100, 105, 110 (powers 1, 10^5, and no power) and 10, 20, 30."""
+    pixels = [40.0, 120.0, 200.0, 280.0]
+    for labels in (["100", "105", "110", "115"], ["10", "20", "30", "40"]):
+        axis = fit_axis("x", _x_words(pixels, labels))
+        assert axis.scale == "linear", labels
+        assert [t.text for t in axis.used] == labels
+    # one label read as 10 then a digit on a linear axis changes nothing
+    axis = fit_axis("x", _x_words(pixels, ["90", "100", "110", "120"], ["90", "102", "110", "120"]))
+    assert axis.scale == "linear" and axis.value(80.0) == pytest.approx(95.0)
+
+
+def test_a_word_read_only_as_a_power_is_a_candidate_of_log_fits_only():
+    (tick,) = _candidates("y", 0, Word((0.0, 0.0, 20.0, 8.0)), ["10-3"])
+    assert tick.power and tick.value == pytest.approx(1e-3) and tick.text == "10^-3"
+    (tick,) = _candidates("y", 0, Word((0.0, 0.0, 20.0, 8.0)), ["abc"])
+    assert math.isnan(tick.value) and not tick.power
+
+
+def test_thousands_separators_read_as_points_are_separators():
+    """matplotlib's 0, 2,500 ... 10,000 (a comma formatter) as both readers read it, on a chart
+    drawn here: 2.500, 5.000, 7.500, 10.000. Three decimals where the values need one: the
+    points are separators. Real three-decimal labels (0.125, 0.250; 1.000, 1.005) stay."""
+    pixels = [71.0, 124.0, 176.0, 229.0, 282.0]
+    ticks = _x_words(pixels, ["0", "2.500", "5.000", "7.500", "10.000"])
+    ticks = _separators_read_as_points(ticks)
+    axis = fit_axis("x", ticks + _points_dropped(ticks))
+    assert [t.value for t in axis.used] == [0.0, 2500.0, 5000.0, 7500.0, 10000.0]
+    assert [t.text for t in axis.used][1:] == ["2,500", "5,000", "7,500", "10,000"]
+    for labels in (["0.000", "0.125", "0.250", "0.375"], ["1.000", "1.005", "1.010", "1.015"]):
+        ticks = _x_words(pixels[:4], labels)
+        assert _separators_read_as_points(ticks) == ticks, labels
+        assert [t.text for t in fit_axis("x", ticks).used] == labels
+    ticks = _x_words(pixels[:3], ["2.5", "5.0", "7.5"])  # one decimal: a decimal point
+    assert _separators_read_as_points(ticks) == ticks
+
+
+def test_separators_read_as_points_on_a_log_axis():
+    """A log y labelled 0.1, 1, 10, 100, 1,000, 10,000 (a comma formatter, drawn here), the
+    last two read 1.000 and 10.000: 0.1 needs one decimal, so they are thousands."""
+    rows = [200.0, 165.0, 130.0, 95.0, 60.0, 25.0]
+    ticks = _y_words(rows, ["0.1", "1", "10", "100", "1.000", "10.000"])
+    axis = fit_axis("y", _separators_read_as_points(ticks))
+    assert axis.scale == "log" and len(axis.used) == 6
+    assert axis.value(25.0) == pytest.approx(1e4) and axis.value(112.5) == pytest.approx(10**1.5)
