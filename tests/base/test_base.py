@@ -36,7 +36,7 @@ from conftest import (
     write_params,
 )
 
-SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").base.name)
+SHIPPED = paths.zoo_model(load_params(ROOT / "params.yaml").model.unet)  # the default base
 READER = paths.zoo_model(load_params(ROOT / "params.yaml").base.text.reader)
 
 
