@@ -14,10 +14,10 @@ the gain at 3x within 1 dB of the gain at 1x). Here:
 - Degradation: degrade.py's recipe (params.degrade, every domain and level, numpy, seeded by
   item_rng(degrade.seed, chart id, domain, level) as the shard stage seeds evaluate's test
   pairs), with every length scaled by s: the Gaussian sigma, the motion length's range, the
-  lowres factor, the scan's resampling blur and its grain's smoothing (0.7 px, fixed inside
-  degrade.py: the scan is re-done here with it scaled, and checked equal to degrade.py's at
-  s = 1). Angles, shear, contrast, noise, shading and JPEG quality stay (JPEG's 8 px blocks
-  do too: compression is relatively milder at 3x). At s = 1 every image is evaluate's.
+  lowres factor, the scan's resampling blur and its grain's smoothing (degrade.GRAIN_SIGMA,
+  passed to degrade.py's scan scaled). Angles, shear, contrast, noise, shading and JPEG
+  quality stay (JPEG's 8 px blocks do too: compression is relatively milder at 3x). At s = 1
+  every image is evaluate's.
 - Restoring: each --bases entry (a zoo name such as chart-base, or a base folder) alone, on the
   CPU, built as base/scores.py's score_base builds it, through Restorer.restore_image as
   `linefuse restore` restores a file: straightened per eval.deskew, whole up to tiles.size and
@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import os
 import sys
 import tempfile
@@ -55,7 +54,6 @@ REPO = Path(__file__).resolve().parents[1]
 # `onnx` package: the folder is dropped.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 SCALES = (1, 2, 3)
-GRAIN_SIGMA = 0.7  # px: degrade.py's _scan smooths its print grain at this sigma
 BOX_TOLERANCE_PX = 3.0  # a drawing's plot box may stray this far (x s) from s x the 1x box
 BAR_DB = 1.0  # the bar: the gain at 3x within this many dB of the gain at 1x
 
@@ -151,7 +149,7 @@ def draw_scaled(params, chart: dict, scale: int) -> tuple[np.ndarray, dict]:
 
 def scaled_level(domain: str, level, scale: int):
     """A degrade level with every length multiplied by `scale` (the scan's grain smoothing, not
-    a param, is scaled in scan_scaled)."""
+    a param, is scaled in degrade_scaled)."""
     if scale == 1:
         return level
     if domain == "gaussian":
@@ -167,67 +165,16 @@ def scaled_level(domain: str, level, scale: int):
     raise ValueError(f"no scaling known for domain {domain!r}")
 
 
-def scan_scaled(image: np.ndarray, level, rng, grain_sigma: float) -> np.ndarray:
-    """degrade.py's _scan, its draws in its order, with the grain smoothed at `grain_sigma` px
-    instead of GRAIN_SIGMA (check_scan holds the two equal at GRAIN_SIGMA)."""
-    from scipy import ndimage
-
-    from linefuse.data import degrade as d
-
-    h, w = image.shape[:2]
-    rotation = d._uniform(rng, (-level.rotation_deg, level.rotation_deg))
-    shear = d._uniform(rng, (-level.shear, level.shear))
-    paper = d._uniform(rng, (0.9, 1.0))
-    img = d._to_float(image)
-    fade = level.line_fade * np.clip(d._smooth_field(rng, (h, w), 6), 0.0, 1.0)
-    img = img + (1.0 - img) * fade[..., None]
-    a = math.radians(rotation)
-    matrix = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]]) @ np.array(
-        [[1.0, 0.0], [shear, 1.0]]
-    )
-    centre = np.array([(h - 1) / 2, (w - 1) / 2])
-    offset = centre - matrix @ centre
-    img = np.stack(
-        [
-            ndimage.affine_transform(img[..., c], matrix, offset, order=1, mode="nearest")
-            for c in range(3)
-        ],
-        axis=-1,
-    )
-    img = ndimage.gaussian_filter(img, (level.blur, level.blur, 0), mode="reflect", truncate=4)
-    img = level.contrast * img + (1.0 - level.contrast) * paper
-    img = img * (1.0 + level.background * d._smooth_field(rng, (h, w), 4))[..., None]
-    grain = ndimage.gaussian_filter(
-        rng.standard_normal((h, w, 3), dtype=np.float32),
-        (grain_sigma, grain_sigma, 0),
-        mode="reflect",
-    )
-    img = img + grain / max(float(grain.std()), 1e-12) * (0.1 * level.noise)
-    return d._to_uint8(img)
-
-
-def check_scan(params, image: np.ndarray) -> None:
-    """scan_scaled at GRAIN_SIGMA is degrade.py's scan, byte for byte, at every level: the copy
-    here has not drifted from it."""
-    from linefuse.data.degrade import degrade, item_rng
-
-    for name in params.degrade.levels:
-        level = params.degrade.level("scan", name)
-        theirs, _ = degrade(image, "scan", level, item_rng(0, "check", name))
-        ours = scan_scaled(image, level, item_rng(0, "check", name), GRAIN_SIGMA)
-        if not np.array_equal(theirs, ours):
-            raise AssertionError(f"scan_scaled differs from degrade.py's scan at level {name}")
-
-
 def degrade_scaled(params, image: np.ndarray, chart_id: str, domain: str, level: str, scale: int):
     """The chart degraded in `domain` at `level` with the recipe scaled by `scale`; seeded as
     the shard stage seeds the test pair of (chart, domain, level), so scale 1 is evaluate's."""
+    from linefuse.data import degrade as degrade_module
     from linefuse.data.degrade import degrade, item_rng
 
     rng = item_rng(params.degrade.seed, chart_id, domain, level)
     recipe = scaled_level(domain, params.degrade.level(domain, level), scale)
-    if domain == "scan" and scale != 1:
-        return scan_scaled(image, recipe, rng, GRAIN_SIGMA * scale)
+    if domain == "scan":  # the grain's smoothing is a length too, though not a param
+        return degrade_module._scan(image, recipe, rng, degrade_module.GRAIN_SIGMA * scale)[0]
     return degrade(image, domain, recipe, rng)[0]
 
 
@@ -312,7 +259,6 @@ def main() -> None:
     metric, steps, seed = params.eval.metric, params.eval.steps, params.eval.seed
     charts = test_charts(params, args.charts)
     print(f"{len(charts)} test charts drawn ({time.perf_counter() - started:.0f} s)", flush=True)
-    check_scan(params, charts[0]["image"])
 
     with tempfile.TemporaryDirectory() as cache:
         os.environ["LINEFUSE_CACHE"] = cache  # tile auto measures afresh, on this machine now
@@ -391,7 +337,7 @@ def main() -> None:
         "recipe_scaled": {
             "gaussian": "sigma x s",
             "motion": "length range x s (angle kept)",
-            "scan": f"blur x s, grain smoothing {GRAIN_SIGMA} px x s (the rest kept)",
+            "scan": "blur x s, grain smoothing (degrade.GRAIN_SIGMA) x s (the rest kept)",
             "lowres": "factor x s",
             "compression": "quality kept (JPEG's 8 px blocks too)",
         },

@@ -149,13 +149,16 @@ def _smooth_field(rng: np.random.Generator, shape: tuple[int, int], cells: int) 
     return np.clip(field, -1.0, 1.0).astype(np.float32)
 
 
-def _scan(image, level: ScanLevel, rng):
+GRAIN_SIGMA = 0.7  # px: how far the print grain is smoothed (a chart drawn larger: scaled)
+
+
+def _scan(image, level: ScanLevel, rng, grain_sigma: float = GRAIN_SIGMA):
     """Print and scan, in the order it happens to paper.
 
     Printing: the line fades in places (strength `line_fade`; 0 disables it). Scanning: a small
     rotation and shear about the centre, a Gaussian resampling blur (sigma `blur`), contrast loss
     toward the paper tone (out = c*img + (1-c)*paper), smooth paper shading (multiplicative,
-    amplitude `background`) and print grain: Gaussian noise smoothed at sigma 0.7, renormalised
+    amplitude `background`) and print grain: Gaussian noise smoothed at `grain_sigma`, renormalised
     to unit std and scaled by 0.1*`noise`, so noise 0.10 is a std of 1% of the full range.
     """
     h, w = image.shape[:2]
@@ -185,7 +188,9 @@ def _scan(image, level: ScanLevel, rng):
     img = level.contrast * img + (1.0 - level.contrast) * paper
     img = img * (1.0 + level.background * _smooth_field(rng, (h, w), 4))[..., None]
     grain = ndimage.gaussian_filter(
-        rng.standard_normal((h, w, 3), dtype=np.float32), (0.7, 0.7, 0), mode="reflect"
+        rng.standard_normal((h, w, 3), dtype=np.float32),
+        (grain_sigma, grain_sigma, 0),
+        mode="reflect",
     )
     img = img + grain / max(float(grain.std()), 1e-12) * (0.1 * level.noise)
     drawn = {
