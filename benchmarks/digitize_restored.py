@@ -1,10 +1,13 @@
-"""Digitize the charts of a built project blurred, restored and sharp: by default the val
-split, the one digitize's rules are tuned on (evaluate reports test and held-out).
+"""Digitize charts blurred, restored and sharp: a built project's splits (by default val, which
+evaluate does not report), or a chart set of digitize's own (linefuse.digitize.sets: `dev`,
+which its rules are decided on, or `report`, read once every decision is made).
 
-    python benchmarks/digitize_restored.py [--splits val] [--levels medium hard] [--alone]
-        [--out FILE.json]
+    python benchmarks/digitize_restored.py [--splits val | --set dev|report]
+        [--levels medium hard] [--alone] [--out FILE.json]
 
-Run in a project that `make repro` built. Each whole chart of the splits is degraded in every
+Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
+only, no build needed); a set is drawn once into .linefuse/digitize_sets/. Each whole chart is
+degraded in every
 domain at each level as `shard` degrades it (its seed), straightened (eval.deskew) and restored
 by the run's final adapter at eval.steps, as evaluate does with its test charts. The input, the
 restoration (read with the input it came from, as `linefuse digitize` reads it; with --alone,
@@ -13,12 +16,15 @@ against it (calibrated: both axes within 1% of their range at every tick used; c
 of the y range, an unread chart counting 100; CHART-Info's task-6b line score, the field's,
 digitize/line_score.py, an unread chart scoring 0). Writes, per level and library, the images'
 count, the share calibrated, the median curve error and the mean line score of each kind, and
-the share of images whose restoration reads with a lower error than their input.
+the share of images whose restoration reads with a lower error than their input; and the same
+for the charts that draw tick labels on both axes (`labelled/`), and for those with a
+descending x, a log y or an offset y (`axes:KIND/`; offset only for a set, whose plans say it).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -27,11 +33,14 @@ import numpy as np
 import polars as pl
 
 from linefuse import paths
+from linefuse.data.charts import generate
+from linefuse.data.charts.plan import plan_axes
 from linefuse.data.degrade import degrade, item_rng
 from linefuse.data.deskew import straighten
 from linefuse.data.images import load_rgb
 from linefuse.digitize.chart import digitize_many
 from linefuse.digitize.score import reading_score
+from linefuse.digitize.sets import CHART_SETS
 from linefuse.hardware import cpu_model
 from linefuse.inference.restorer import Restorer
 from linefuse.params.full import load_params
@@ -40,6 +49,7 @@ from linefuse.params.full import load_params
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", nargs="*", default=["val"])
+    parser.add_argument("--set", choices=sorted(CHART_SETS), help="a chart set, not splits")
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
     parser.add_argument("--alone", action="store_true", help="also read restorations alone")
     parser.add_argument(
@@ -47,12 +57,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     params = load_params()
-    restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
-    index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split").is_in(args.splits))
-    root = Path(params.data.source_dir)
+    restorer = None
+    if args.levels:
+        restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
     rows = []
-    for image_id, rel, split in index.select("id", "path", "split").iter_rows():
-        source = root / rel
+    for image_id, source, split, tags in _charts(params, args.set, args.splits):
+        rel = source.name
         sharp = load_rgb(source)
         library = json.loads(source.with_suffix(".json").read_text())["library"]
         images = {("sharp", "-"): sharp}
@@ -62,8 +72,12 @@ def main() -> None:
                 blurred, _ = degrade(sharp, domain, params.degrade.level(domain, level), rng)
                 images[("input", level, domain)] = straighten(blurred, params.eval.deskew)
         inputs = [key for key in images if key[0] == "input"]
-        restored = restorer.restore_images(
-            [images[key] for key in inputs], params.eval.steps, params.eval.seed
+        restored = (
+            restorer.restore_images(
+                [images[key] for key in inputs], params.eval.steps, params.eval.seed
+            )
+            if inputs
+            else []
         )
         images |= {("model", *key[1:]): image for key, image in zip(inputs, restored, strict=True)}
         if args.alone:
@@ -73,7 +87,7 @@ def main() -> None:
         read = digitize_many(list(images.values()), given)
         for key, result in zip(images, read, strict=True):
             calibrated, error, line = reading_score(result, source)
-            row = {"chart": rel, "split": split, "library": library, "kind": key[0]}
+            row = {"chart": rel, "split": split, "library": library, "kind": key[0], "tags": tags}
             row |= {"level": key[1], "domain": key[2] if len(key) > 2 else "-"}
             rows.append(row | {"calibrated": calibrated, "curve_error": error, "line_score": line})
         print(f"{rel}: {len(images)} images digitized", flush=True)
@@ -86,6 +100,8 @@ def main() -> None:
     for row in rows:
         for library in (row["library"], "all"):
             groups[f"{row['level']}/{row['kind']}/{library}"].append(row)
+        for tag in row["tags"]:
+            groups[f"{tag}/{row['level']}/{row['kind']}"].append(row)
     summary = {
         name: {
             "count": len(group),
@@ -96,10 +112,53 @@ def main() -> None:
         | _lowered(group, inputs_error)
         for name, group in sorted(groups.items())
     }
-    result = {"cpu_model": cpu_model(), "summary": summary, "images": rows}
+    source = f"set {args.set}" if args.set else f"splits {' '.join(args.splits)}"
+    result = {"cpu_model": cpu_model(), "charts": source, "summary": summary, "images": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
+
+
+def _charts(params, chart_set: str | None, splits: list[str]):
+    """(image id, PNG path, split or set name, tags) of each chart read: a set's, drawn once
+    into .linefuse/digitize_sets/NAME-KEY (KEY: its recipe's and the drawers' code's hash), or
+    the built project's splits'."""
+    if chart_set is None:
+        index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split").is_in(splits))
+        root = Path(params.data.source_dir)
+        for image_id, rel, split in index.select("id", "path", "split").iter_rows():
+            yield image_id, root / rel, split, _tags(root / rel, None)
+        return
+    charts = CHART_SETS[chart_set](params)
+    drawers = sorted(Path(generate.__code__.co_filename).parent.glob("*.py"))
+    recipe = hashlib.sha256(
+        charts.model_dump_json().encode() + b"".join(p.read_bytes() for p in drawers)
+    ).hexdigest()[:16]
+    folder = paths.DIGITIZE_SETS_ROOT / f"{chart_set}-{recipe}"
+    if not (folder / "complete").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        generate(charts, folder, workers=2)
+        (folder / "complete").touch()
+    for index in range(charts.count):
+        source = folder / f"chart_{index:05d}.png"
+        yield f"{chart_set}-{index}", source, chart_set, _tags(source, plan_axes(charts, index))
+
+
+def _tags(source: Path, axes) -> list[str]:
+    """The groups a chart is also counted in: `labelled` when it draws tick labels on both
+    axes, and `axes:descending`, `axes:log`, `axes:offset` by what its axes are."""
+    sidecar = json.loads(source.with_suffix(".json").read_text())
+    tags = []
+    if {label["axis"] for label in sidecar["tick_labels"]} == {"x", "y"}:
+        tags.append("labelled")
+    drawn = sidecar.get("axes", {})
+    if drawn.get("x", {}).get("direction") == "descending":
+        tags.append("axes:descending")
+    if drawn.get("y", {}).get("scale") == "log":
+        tags.append("axes:log")
+    if axes is not None and axes.power:
+        tags.append("axes:offset")
+    return tags
 
 
 def _lowered(group: list[dict], inputs_error: dict) -> dict:

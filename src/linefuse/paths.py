@@ -82,6 +82,8 @@ LOGS_DIR = Path("logs")
 STATE_ROOT = Path(".linefuse/state")  # outside every DVC output, so a rerun can resume
 # the base's chart bank (linefuse bank): an LMDB env per chart-params fingerprint, resumable
 BANK_ROOT = Path(".linefuse/bank")
+# digitize's dev and report chart sets (digitize/sets.py), each drawn once per recipe
+DIGITIZE_SETS_ROOT = Path(".linefuse/digitize_sets")
 # the bases' GPU windows, a folder each (base_windows): the last stable state and the ledger,
 # committed (base/window.py)
 BASE_WINDOWS_DIR = Path("workflow/base_windows")

@@ -22,14 +22,26 @@ from linefuse.data.charts.facts import bundled_file
 from linefuse.data.charts.plan import chart_rng, choose_style, family_weights
 from linefuse.data.charts.registry import render_plan
 from linefuse.data.images import find_images
-from linefuse.digitize.curves import _furniture_mask, read_truth
+from linefuse.digitize.calibrate import parse
+from linefuse.digitize.curves import _furniture_mask, on_axis, read_truth
 from linefuse.params import ParamsError
-from linefuse.params.data import ChartParams
+from linefuse.params.data import AXIS_KNOBS, ChartParams
 from linefuse.params.full import load_params, parse_params
 
 from conftest import ROOT, tiny_params
 
-SIDECAR_KEYS = {"family", "style", "font", "width", "height", "dpi", "plot_box", "xlim", "ylim"}
+SIDECAR_KEYS = {
+    "family",
+    "style",
+    "font",
+    "width",
+    "height",
+    "dpi",
+    "plot_box",
+    "xlim",
+    "ylim",
+    "axes",
+}
 # The tests of matplotlib's drawer (its style sheets, panels and rcParams) draw with it alone:
 # params.yaml's charts mix in plotnine and Vega-Lite (tests/data/test_libraries.py tests those)
 MATPLOTLIB = {"matplotlib": 1.0}
@@ -58,11 +70,12 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 def to_pixels(table: np.ndarray, sidecar: dict, column: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) image coordinates (x right, y down, pixel edges at integers) of a series' points."""
+    """(x, y) image coordinates (x right, y down, pixel edges at integers) of a series' points,
+    on the sidecar's axes (a descending x's limits run high to low; a log y maps log10)."""
     left, top, right, bottom = sidecar["plot_box"]
-    (x0, x1), (y0, y1) = sidecar["xlim"], sidecar["ylim"]
+    (x0, x1), (y0, y1) = sidecar["xlim"], on_axis(sidecar, "y", sidecar["ylim"])
     x = left + (table[:, 0] - x0) / (x1 - x0) * (right - left)
-    y = bottom - (table[:, column] - y0) / (y1 - y0) * (bottom - top)
+    y = bottom - (on_axis(sidecar, "y", table[:, column]) - y0) / (y1 - y0) * (bottom - top)
     return x, y
 
 
@@ -85,86 +98,92 @@ def test_two_runs_are_byte_identical(tmp_path):
 
 
 # sha256 of what `generate` writes for the first 12 charts of params.yaml's data.charts drawn by
-# matplotlib alone: the default data as of commit 13c4bec (the sidecars since name their library).
-# A new chart knob, off in data.charts, must leave it unchanged; so must the other libraries' draws.
+# matplotlib alone: the default data as of commit 13c4bec (the sidecars since name their library
+# and their axes' direction and scale). A new chart knob, off, must leave it unchanged (the axis
+# knobs are switched off here); so must the other libraries' draws.
 # held_out_fraction stays 13c4bec's 0.15: the default's 0.1 (issue 55) weighs the families
 # otherwise, and charts 1, 3, 4 and 9 then draw another style sheet.
 DEFAULT_DATA_SHA256 = {
     "chart_00000.csv": "bafec1ca743e216de233c262a3040e5ab66711de2d47a94c97c42c7964c1180c",
-    "chart_00000.json": "84b0a518e3f00581bf38b6b00131ca5f2f7e67b0a30f7f94105abb54b030b19d",
+    "chart_00000.json": "d170c368058137c6a9a9c83b8a381173f1b8cfc00982aed60c8091b3bfb7f3f6",
     "chart_00000.png": "8cab45f5f3abd1a31c1aa293d4dff9dd2f399c95a296fc8f31be4d140cfcdfdb",
     "chart_00001.csv": "89b051f65c8b170118ce8ef2fcb894c256a00c92fe0751e0b41b7bb659e7e363",
-    "chart_00001.json": "42bc1a093475550af3dd89d3d36d3b2076eda04ad8b9ede1aea57e7b636ec0d9",
+    "chart_00001.json": "58fb4d5b79affb59cb27d8ac62961d38be8d4fe7fa4f9f22f0f5e6dedfa1788d",
     "chart_00001.png": "fdb50328050b201651607de8f65f653fdfb1c00c9a2ca28ccc282acd23beadca",
     "chart_00002.csv": "15d4e73db32d162a55eae2268bb1eb0b1b40c3529fd1b48c1c916f7e0fe607b1",
-    "chart_00002.json": "43877d1d3c00b0eafd4711665e6c1b7bb08be3e8d2bfb25ae38431267ca14ffe",
+    "chart_00002.json": "54ab365bdd8bc4c6877a56a4447b70408112ac512a28dc1d04f73ae9574afff3",
     "chart_00002.png": "37451f345d5cf3a92355a0e11ccd647783b358500f86ca4d2b2978d4bba8e08f",
     "chart_00003.csv": "f9cb5a71d552b7ad11f3a08e45c710cad2773563f65092b335f30f742ddad235",
-    "chart_00003.json": "ea5a47d47e1083a52b039eb09b1192cb0e1cc756944c8ae420438640841b6f9b",
+    "chart_00003.json": "2873d4f6d4a4d204cf22419ee00521e3de4aa45b428366187075725e55a4bc58",
     "chart_00003.png": "f785cb6f0acde7bfec1b3ce8b17f76cddfab102444f5e693a13f857bea8d3a62",
     "chart_00004.csv": "e75d069eadfef7ef13ad82e9e9bee13874a2105138a38e787d3f91862f9667c3",
-    "chart_00004.json": "5f0c844cd1802e7e2e62dfb284f4514b5096f6247b0cdb19707ebe82df61a83c",
+    "chart_00004.json": "f1c99c696cc3e7dbf39098384fa3588e667d5c58f91007c5d203b12ea6da2832",
     "chart_00004.png": "1ebdd097b60c176cbdd601a8c0c5893158209e25c35b6efc8123b5c604218720",
     "chart_00005.csv": "a33e0556858306d911922dd9c319d418422ef79de2645de28a035c118b1cc910",
-    "chart_00005.json": "6427d120d5bbb51d1f8e77edeb2538295ca5b2376748e3f4fcd03b2a397f3f1e",
+    "chart_00005.json": "58daa5070a956358ba408a10ba71045e5ea6021fe4dfddaccc9fc2be17897dd5",
     "chart_00005.png": "50895c202e95c055a3a231423a16ab5964710408a37cdd024c46ef13215b7468",
     "chart_00006.csv": "10415016247b52b87148a3e75bef744e9c96de7c4e5dd5809e4778a217dd2d32",
-    "chart_00006.json": "049495fa1eabe45a2ae406aa678939a8bb0464d3f737073a161957bc266f03d2",
+    "chart_00006.json": "b74031feaed4ec30d0208c9863d5669f825b87249a9fa9c8d5366748bc7091c0",
     "chart_00006.png": "b9bb923a91997432ddbda6bea2c366c5ecddb5b935b1aa0e47a7e10d9f284427",
     "chart_00007.csv": "7f0c7fe68496c1d59081f819a424fddaef4bb36420a7fa27f6beacdcd3c3523e",
-    "chart_00007.json": "4dd2978066b1f5b0225c75f8edaafc99390c6a5e6b682ed86b01e4e6af4e581a",
+    "chart_00007.json": "b9081874539019c8642c750b2d92b729154207d56db7378211dcfdfa66bcbc77",
     "chart_00007.png": "cbb90c1470e007dc1a0f3377514944d2a8a923d12d7043093d78bcc9d1dc4cd9",
     "chart_00008.csv": "3cec3807441a41381e5ad49bd165228ea7f12e5419f77e357975db738f8de8b0",
-    "chart_00008.json": "7e1c53a4cd3cf11ee8f4f3d5c07bbcd8aaee29ce2e542565b3f9cdb9b22ffde4",
+    "chart_00008.json": "adba43b20db8c05e0014c767beadc306e1a472c5c89dedc5499539d22e594ed3",
     "chart_00008.png": "8441de78777ed8ac7bf244d94acae5ac9b303914b3812ce73eb090ff5be7aa94",
     "chart_00009.csv": "aa463e875542d10e59e27a89d212440e00e2c6a976dd16b9f25dda26e53c347b",
-    "chart_00009.json": "0ec6dcc3abde8ba04ffd51b604653151e0d50368b7a7f0528557cf2dda6abc49",
+    "chart_00009.json": "a71ae91f9c54dae1cc01570d34e57a3a31d170784322331cb43943225f7db8ac",
     "chart_00009.png": "91fa9d30c5d661e1f48ed6fa1294d7fd36f5611068542798a1b23bb8e8cdd5f3",
     "chart_00010.csv": "f6ec56428fbc0b39652cce79c3e9b1559c6264cce710fdde80e2db24b76b466e",
-    "chart_00010.json": "1f825b5d7e43b4d5510a5da7ef25a2432f3c880f05d1125b84046290dd3621be",
+    "chart_00010.json": "4ddaa8cc4bbaea7ba52424b4e80770bef5e9ff3afa1ed67bab621a08ab7a2b91",
     "chart_00010.png": "776e426e794e44bab1bf2f285d7c740ba998da33b870695f8711d54841630b71",
     "chart_00011.csv": "aae43bb3170d28911365b883188ce655b72cbcefa8c9a88cc3f78e9cb5cb4280",
-    "chart_00011.json": "fd4716ce4e9a34abb66f95a4d54a7e4be52c2a854bcdf2eb52294129b2733e90",
+    "chart_00011.json": "051491713ed7f15f8674b8b7810f1312dd4dcd2b18c823eabd6b9582717fa395",
     "chart_00011.png": "c2c9b501fc0c767738c2bdf66f762ae6ea04a3f25cc50a6dfb63311331945c0d",
 }
 
 
 def test_default_data_is_unchanged(tmp_path):
-    generate(charts(count=12, libraries={"matplotlib": 1.0}, held_out_fraction=0.15), tmp_path)
+    axes_off = dict.fromkeys(AXIS_KNOBS, 0.0)
+    generate(
+        charts(count=12, libraries={"matplotlib": 1.0}, held_out_fraction=0.15, **axes_off),
+        tmp_path,
+    )
     written = {name: hashlib.sha256(data).hexdigest() for name, data in files(tmp_path).items()}
     assert written == DEFAULT_DATA_SHA256
 
 
 # sha256 of what `generate` writes for the first 9 charts of params.yaml's data.charts as it is:
-# the default data `make repro` draws, matplotlib's, plotnine's and Vega-Lite's charts among them.
-# A change to any library's drawing, the plan or the sidecars shows here first.
+# the default data `make repro` draws, matplotlib's, plotnine's and Vega-Lite's charts among them
+# (charts 2, 5 and 6 with a descending x, 2 with a log y, 5 and 6 with an offset y). A change to any library's drawing, the
+# plan or the sidecars shows here first.
 DEFAULT_THREE_LIBRARY_SHA256 = {
     "chart_00000.csv": "bafec1ca743e216de233c262a3040e5ab66711de2d47a94c97c42c7964c1180c",
-    "chart_00000.json": "84b0a518e3f00581bf38b6b00131ca5f2f7e67b0a30f7f94105abb54b030b19d",
+    "chart_00000.json": "d170c368058137c6a9a9c83b8a381173f1b8cfc00982aed60c8091b3bfb7f3f6",
     "chart_00000.png": "8cab45f5f3abd1a31c1aa293d4dff9dd2f399c95a296fc8f31be4d140cfcdfdb",
     "chart_00001.csv": "89b051f65c8b170118ce8ef2fcb894c256a00c92fe0751e0b41b7bb659e7e363",
-    "chart_00001.json": "a25a881bdccfcc5345fb8eec4559f3b1ace11c1d538c315fe14ba01e8065ed30",
+    "chart_00001.json": "473bcb961b619218cf12ca3251ccaac8dc8e402ae77788d5ef080f8a3669b977",
     "chart_00001.png": "2e89b15453578d3fb81c3f2d983f26e4763491b92847f5812b72c5bdcac9e6bb",
-    "chart_00002.csv": "15d4e73db32d162a55eae2268bb1eb0b1b40c3529fd1b48c1c916f7e0fe607b1",
-    "chart_00002.json": "43877d1d3c00b0eafd4711665e6c1b7bb08be3e8d2bfb25ae38431267ca14ffe",
-    "chart_00002.png": "37451f345d5cf3a92355a0e11ccd647783b358500f86ca4d2b2978d4bba8e08f",
+    "chart_00002.csv": "d02204e2e29a807229db82efde1111e7c8d1308696703e331f42dd8f474052ea",
+    "chart_00002.json": "77b271048dc8d16e6b73272b0c61f3fb400ea440b9bba8763a53d85a8dc32629",
+    "chart_00002.png": "d0590f0a8be15561ec082c2e072763b52113e1c7ffa1c92642c3f97242946896",
     "chart_00003.csv": "f9cb5a71d552b7ad11f3a08e45c710cad2773563f65092b335f30f742ddad235",
-    "chart_00003.json": "f6714620355f4d7c77ad29d4f32b1d7237bae481998253c988e157c775ed9157",
+    "chart_00003.json": "91c4dcc0c6dd2f465c256aa976e0a10606cd9413a1f20052baaeb948e44064f2",
     "chart_00003.png": "08fec4eca71c8b2bcd13cd1df838f1005ac37474ac990f0122dccdf4532144bb",
     "chart_00004.csv": "e75d069eadfef7ef13ad82e9e9bee13874a2105138a38e787d3f91862f9667c3",
-    "chart_00004.json": "ebfbd59bc0cd6096e836dbe8c2009e6b76d52b27ed033761e2edc26457d98503",
+    "chart_00004.json": "125d69ebbe3e9c46c837cccba413d4d0f25e308734d8f0c50385b27f8fb468c0",
     "chart_00004.png": "52ee4aa80afd800443fd71d3800a75ac207443f543666924dce9b31eda8f32d4",
-    "chart_00005.csv": "a33e0556858306d911922dd9c319d418422ef79de2645de28a035c118b1cc910",
-    "chart_00005.json": "6427d120d5bbb51d1f8e77edeb2538295ca5b2376748e3f4fcd03b2a397f3f1e",
-    "chart_00005.png": "50895c202e95c055a3a231423a16ab5964710408a37cdd024c46ef13215b7468",
-    "chart_00006.csv": "10415016247b52b87148a3e75bef744e9c96de7c4e5dd5809e4778a217dd2d32",
-    "chart_00006.json": "2a239c63f83616f72e0ed3d927f50959045bfee150f4f4a52b724478f16ef4a1",
-    "chart_00006.png": "6f3ee2baf28117de97642385c9f7ad05707cd0a900f093442e16b444a6d90303",
+    "chart_00005.csv": "29268b0cdd60e53b4f877a4e772f955dda8faa0049a9af049b6ff48bd4aa8d7a",
+    "chart_00005.json": "5f4f24fa1e027388c5d324b8d93c44d351d7d3060f654febed95dad84a76cb14",
+    "chart_00005.png": "02a85272198baf68631bb9e3b2e3a46df4405559647d318ea338a16352181548",
+    "chart_00006.csv": "0bb87eaf59ecaf8eef3bbed70e8e1dbba78c45fc9fd70d869d9eee9f96a12997",
+    "chart_00006.json": "ab06bd68d785679eb7d20547a1bf89c08edc4dee0b6694dd84e57b1e34979231",
+    "chart_00006.png": "8cf40a9ebd5c89d364a384abb3d64bc4be4be842e5e3d73b3f816db3cad16bb9",
     "chart_00007.csv": "7f0c7fe68496c1d59081f819a424fddaef4bb36420a7fa27f6beacdcd3c3523e",
-    "chart_00007.json": "4dd2978066b1f5b0225c75f8edaafc99390c6a5e6b682ed86b01e4e6af4e581a",
+    "chart_00007.json": "b9081874539019c8642c750b2d92b729154207d56db7378211dcfdfa66bcbc77",
     "chart_00007.png": "cbb90c1470e007dc1a0f3377514944d2a8a923d12d7043093d78bcc9d1dc4cd9",
     "chart_00008.csv": "3cec3807441a41381e5ad49bd165228ea7f12e5419f77e357975db738f8de8b0",
-    "chart_00008.json": "e1c6f1bb0d3832673e131e6360c7cf1f278a85d4c15ae654320febc2685038ac",
+    "chart_00008.json": "aaafcf1c05f7a7f056a851392d83b0d04b1a9c328c4085a28c6b3a441e3b3796",
     "chart_00008.png": "bee4cacf93a81ec3b06416a99328d35140a27e27432c9eb0842224b6040629cb",
 }
 
@@ -360,15 +379,16 @@ def _labels_are_where_the_sidecar_says(plan, image: np.ndarray, sidecar: dict) -
 
 def test_sidecar_names_each_tick_label_as_drawn():
     """Each chart's sidecar lists its major tick labels on both axes: the text matplotlib drew
-    (a number within the axis' limits) and a box inside the image that holds what it drew."""
-    cfg = charts(libraries=MATPLOTLIB)
+    (a number within the axis' limits) and a box inside the image that holds what it drew. No
+    offset y: its "1e6", which the labels' colour paints too, is no tick label."""
+    cfg = charts(libraries=MATPLOTLIB, offset_y_prob=0.0)
     for index in range(6):
         plan = plan_chart(cfg, index)
         image, sidecar = render_plan(plan)
         labels = sidecar["tick_labels"]
         assert {label["axis"] for label in labels} == {"x", "y"}, index
         for label in labels:
-            value = float(label["text"].replace("\u2212", "-"))
+            value = parse(label["text"])  # 0.5, −2 and a log axis's $\mathdefault{10^{2}}$
             low, high = sorted(sidecar["xlim" if label["axis"] == "x" else "ylim"])
             assert low - 1e-9 <= value <= high + 1e-9, (index, label)
         _labels_are_where_the_sidecar_says(plan, image, sidecar)
@@ -660,3 +680,36 @@ def test_bad_base_chart_overrides_name_their_key(override, says):
         parse_params(raw, "params.yaml")
     message = str(error.value)
     assert message.startswith(f"params.yaml: {says}") and "\n" not in message, message
+
+
+def test_the_axis_knobs_draw_what_the_sidecar_says_and_the_base_keeps_its_recipe():
+    """A chart drawn with a descending x and a log y says so in its sidecar, and its limits
+    put each tick label where its value maps (left to right high to low; the y in log10);
+    the base's charts keep the recipe chart-base was made with (the knobs off), and its
+    overrides may not switch them on."""
+    cfg = charts(count=1, libraries={"matplotlib": 1.0}, descending_x_prob=1.0, log_y_prob=1.0)
+    _, table, sidecar = draw_chart(cfg, 0)
+    assert sidecar["axes"] == {
+        "x": {"direction": "descending", "scale": "linear"},
+        "y": {"direction": "ascending", "scale": "log"},
+    }
+    (x_left, x_right), (y_bottom, y_top) = sidecar["xlim"], sidecar["ylim"]
+    assert x_left > x_right and 400 <= table[:, 0].min() and table[:, 0].max() <= 4000
+    assert np.log10(y_top / y_bottom) >= 2  # decades, as planned
+    left, top, right, bottom = sidecar["plot_box"]
+    for label in sidecar["tick_labels"]:
+        l, t, r, b = label["box"]
+        if label["axis"] == "x":
+            value = float(label["text"].replace("\u2212", "-"))
+            at = left + (value - x_left) / (x_right - x_left) * (right - left)
+            assert abs((l + r) / 2 - at) < 2.0, label
+        else:  # matplotlib's 10^n: $\mathdefault{10^{n}}$
+            power = int(label["text"].split("{")[-1].rstrip("}$").replace("\u2212", "-"))
+            share = (power - np.log10(y_bottom)) / np.log10(y_top / y_bottom)
+            assert abs((t + b) / 2 - (bottom - share * (bottom - top))) < 2.0, label
+    params = parse_params(tiny_params())
+    assert all(getattr(base_chart_params(params), knob) == 0.0 for knob in AXIS_KNOBS)
+    raw = tiny_params()
+    raw["base"]["chart_overrides"] = {"log_y_prob": 0.5}
+    with pytest.raises(ParamsError, match="base.chart_overrides.log_y_prob"):
+        parse_params(raw)

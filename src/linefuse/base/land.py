@@ -60,8 +60,9 @@ DRAWN_UNLIKE = {
 
 
 def drawn_chart_params(params: Params) -> ChartParams:
-    """The drawn-unlike set's recipe: data.charts with DRAWN_UNLIKE, drawn with its own seed."""
-    return params.data.charts.model_copy(
+    """The drawn-unlike set's recipe: data.charts (its axis knobs off) with DRAWN_UNLIKE, drawn
+    with its own seed."""
+    return params.data.charts.without_axis_knobs().model_copy(
         update={**DRAWN_UNLIKE, "seed": params.base.window.drawn_seed}
     )
 

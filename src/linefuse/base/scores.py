@@ -51,8 +51,11 @@ class ScoringChart:
 
 
 def score_chart_params(params: Params) -> ChartParams:
-    """The score set's recipe: the default data's (data.charts), drawn with base.score_seed."""
-    return params.data.charts.model_copy(update={"seed": params.base.score_seed})
+    """The score set's recipe: the default data's (data.charts, its axis knobs off), drawn with
+    base.score_seed."""
+    return params.data.charts.without_axis_knobs().model_copy(
+        update={"seed": params.base.score_seed}
+    )
 
 
 def _scoring_chart(params: Params, charts: ChartParams, index: int) -> ScoringChart:

@@ -6,13 +6,19 @@ predicts it: what tick labels hold. matplotlib draws U+2212 as its minus sign, r
 
 from __future__ import annotations
 
+import re
+
 ALPHABET = "0123456789.-+e"
 MINUS = str.maketrans({"\u2212": "-"})
+# matplotlib's log labels are mathtext, $\mathdefault{10^{2}}$: what they show is 10^{2}
+MATHTEXT = re.compile(r"^\$\\mathdefault\{(.*)\}\$$")
 
 
 def normalise(text: str) -> str:
-    """A label's text as compared: matplotlib's minus as '-', no white space."""
-    return "".join(text.translate(MINUS).split())
+    """A label's text as compared: matplotlib's minus as '-', its mathtext wrapper dropped,
+    no white space."""
+    clean = "".join(text.translate(MINUS).split())
+    return MATHTEXT.sub(r"\1", clean)
 
 
 def readable(text: str) -> bool:

@@ -28,6 +28,7 @@ LINE_TINT = 45.0
 MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis are shorter
 WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
 TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
+THIN = 2  # px: a tick mark's width at most
 MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
 MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
 EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
@@ -141,22 +142,35 @@ def _box_from_lines(
     rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_len.max()))
     cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_len.max()))
     # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
+    # no pair of lines one way: the other way's lines' usual extent, and where one line crosses
+    # them (an L-shaped frame: two spines hidden), that line at the end it is nearer; a run's
+    # ends reach over the tick marks and labels beyond that spine
     if _groups(cols) >= 2:
         left, right = cols.min(), cols.max() + 1
-    elif len(rows):  # no pair of vertical lines: the horizontal lines' usual extent
-        left, right = np.median(h_start[rows]), np.median(h_end[rows])
-        left = min([left, *cols])
+    elif len(rows):
+        left, right = _extent(h_start[rows], h_end[rows], cols)
     else:
         return None, rows, cols
     if _groups(rows) >= 2:
         top, bottom = rows.min(), rows.max() + 1
     elif len(cols):
-        top, bottom = np.median(v_start[cols]), np.median(v_end[cols])
-        bottom = max([bottom, *(rows + 1)])
+        top, bottom = _extent(v_start[cols], v_end[cols], rows)
     else:
         return None, rows, cols
     box = (float(left), float(top), float(right), float(bottom))
     return box, rows, cols
+
+
+def _extent(starts: np.ndarray, ends: np.ndarray, crossing: np.ndarray) -> tuple[float, float]:
+    """The lines' usual start and end (median), the crossing line (one group of indices, if
+    any) taken for the end it is nearer."""
+    start, end = float(np.median(starts)), float(np.median(ends))
+    if len(crossing):
+        if abs(crossing.min() - start) <= abs(crossing.max() + 1 - end):
+            start = float(crossing.min())
+        else:
+            end = float(crossing.max() + 1)
+    return start, end
 
 
 def _groups(indices: np.ndarray) -> int:
@@ -214,13 +228,22 @@ def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
 
 
 def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
-    """Centres of the x axis's labelled (major) tick marks pointing out of the box: runs of
-    columns inked down from its bottom edge for TICK_ROWS or more, the longest (MAJOR), when
-    three or more are evenly spaced; else none."""
+    """Centres of the x axis's labelled (major) tick marks: pointing out of the box, else into
+    it (the classic styles' ticks); none unless three or more are evenly spaced."""
     left, _, right, bottom = (int(round(v)) for v in box)
     start = max(left - 1, 0)
-    band = ink[bottom:, start : right + 1]
-    while len(band) and band[0].mean() > TICK_SHARE:  # the spine's anti-aliased second row
+    columns = ink[:, start : right + 1]
+    for band in (columns[bottom:], columns[:bottom][::-1]):  # rows going away from the edge
+        centres = _marks(band)
+        if len(centres):
+            return centres + start
+    return np.zeros(0)
+
+
+def _marks(band: np.ndarray) -> np.ndarray:
+    """Centres (columns of `band`) of the runs of columns inked from its first row on for
+    TICK_ROWS or more, the longest (MAJOR), when three or more are evenly spaced; else none."""
+    while len(band) and band[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
         band = band[1:]
     if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
         return np.zeros(0)
@@ -230,9 +253,7 @@ def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
         return np.zeros(0)
     longest = np.array([lengths[a:b].max() for a, b in runs])
     centres = [
-        (a + b) / 2 + start
-        for (a, b), n in zip(runs, longest, strict=True)
-        if n >= MAJOR * longest.max()
+        (a + b) / 2 for (a, b), n in zip(runs, longest, strict=True) if n >= MAJOR * longest.max()
     ]
     return np.array(centres) if _evenly_spaced(centres) else np.zeros(0)
 
@@ -267,10 +288,16 @@ def _label_words(
     tall = [g[3] - g[1] for g in glyphs if g[3] - g[1] >= MIN_GLYPH_PX]
     size = float(np.median(tall)) if tall else 8.0
     reach = LABEL_REACH * size
-    # tick marks start at the box's edge; a label keeps a pad from it
-    below = [g for g in glyphs if g[1] >= bottom + TICK_PAD and g[0] >= left - reach]
+    # tick marks start at the box's edge, thin; a label keeps a pad from it, or is wider
+    below = [
+        g
+        for g in glyphs
+        if g[1] >= bottom and g[0] >= left - reach and not _tick_mark(g, bottom + TICK_PAD)
+    ]
     x_words: list[Word] = []
     lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
+    # a line of text holds a glyph a digit tall: not the specks at the box's corner
+    lines = [line for line in lines if max(g[3] - g[1] for g in line) >= MIN_GLYPH_PX]
     if lines and min(g[1] for g in lines[0]) <= bottom + reach:
         # the first line under the box; its labels are farther apart than their digits
         x_words = _split_at_ticks(_words(lines[0], WORD_GAP * size), _x_tick_marks(ink, box))
@@ -292,6 +319,12 @@ def _label_words(
     return x_words, y_words
 
 
+def _tick_mark(glyph: tuple[int, int, int, int], pad_end: float) -> bool:
+    """Whether a glyph under the box is an x tick mark: at most THIN px wide, starting within
+    the labels' pad from the box's edge (a "1" that close to the edge is misjudged)."""
+    return glyph[2] - glyph[0] <= THIN and glyph[1] < pad_end
+
+
 def _evenly_spaced(centres: list[float]) -> bool:
     """Whether three or more positions are evenly spaced, as ticks are."""
     steps = np.diff(np.sort(centres))
@@ -301,7 +334,8 @@ def _evenly_spaced(centres: list[float]) -> bool:
 def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     """With no line framing the plot: the x labels are the lowest line of three or more evenly
     spaced words, the y labels the largest right-aligned column of evenly spaced words left of
-    the x labels' middle; either empty when there is none."""
+    the x labels' middle (or of two, nearest the x labels' start); either empty when there is
+    none."""
     glyphs = [g for g in _glyphs(text) if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
     if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
         return [], []
@@ -316,6 +350,11 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
             if word.centre[0] < middle and word not in x_words:
                 columns.setdefault(round(word.box[2] / 2), []).append(word)
     stacks = [c for c in columns.values() if _evenly_spaced([w.centre[1] for w in c])]
+    if not stacks and x_words:  # two labels show no spacing: the pair above the x labels
+        # nearest their start, where an axis's labels stand (a legend's stand farther in)
+        start, top = x_words[0].box[0], min(w.box[1] for w in x_words)
+        pairs = [c for c in columns.values() if len(c) == 2 and max(w.box[3] for w in c) < top]
+        stacks = sorted(pairs, key=lambda c: abs(c[0].box[2] - start))[:1]
     y_words = max(stacks, key=len, default=[])
     return x_words, y_words
 

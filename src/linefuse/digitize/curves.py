@@ -56,8 +56,11 @@ class ChartTruth:
     """What one chart drew: its pixel-to-data mapping and its main series.
 
     plot_box is (left, top, right, bottom) in image pixels; colour is 0-255 RGB; wavelength
-    ascends. boxes and lines are the sidecar's furniture (legend and text boxes; grid lines as
-    polylines with their width and colour), in image pixels: never the curve. A sidecar without
+    ascends. xlim and ylim are the values at the box's left and right, bottom and top edges
+    (high to low on a descending axis); on a log y, ylim and intensity are in log10 (on_axis),
+    so its errors are in decades. boxes and lines are the sidecar's furniture (legend and text
+    boxes; grid lines as polylines with their width and colour), in image pixels: never the
+    curve. A sidecar without
     furniture (a user's own) has none. labels are its tick labels, text and box (digitize/ocr.py).
     """
 
@@ -78,6 +81,17 @@ class ChartTruth:
     source: str = ""  # the chart's image file, beside its sidecar and CSV
 
 
+def on_axis(sidecar: dict, name: str, values) -> np.ndarray:
+    """`values` along axis `name` in the units its pixels run linearly in: log10 of them on a
+    log axis (the sidecar's `axes`; a sidecar without them is linear), else themselves. Errors
+    are measured in these units, so a log axis' are in decades."""
+    values = np.asarray(values, dtype=float)
+    if sidecar.get("axes", {}).get(name, {}).get("scale") != "log":
+        return values
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log10(values)  # a value <= 0 is nowhere on a log axis: NaN, an error
+
+
 def read_truth(png_path: Path | str) -> ChartTruth | None:
     """The sidecar and CSV beside a chart image, or None when either is missing or unreadable
     (a user's own images have neither, and a broken one must not stop an evaluation)."""
@@ -89,11 +103,11 @@ def read_truth(png_path: Path | str) -> ChartTruth | None:
             rows = list(csv.DictReader(table))
         column = next(c for c in (main.get("column"), "intensity", "intensity_0") if c in rows[0])
         wavelength = np.array([float(row["wavelength"]) for row in rows])
-        intensity = np.array([float(row[column]) for row in rows])
+        intensity = on_axis(sidecar, "y", [float(row[column]) for row in rows])
         order = np.argsort(wavelength)  # np.interp needs ascending wavelengths
         left, top, right, bottom = (float(v) for v in sidecar["plot_box"])
         x0, x1 = (float(v) for v in sidecar["xlim"])
-        y0, y1 = (float(v) for v in sidecar["ylim"])
+        y0, y1 = (float(v) for v in on_axis(sidecar, "y", sidecar["ylim"]))
         if right <= left or bottom <= top or x0 == x1 or y0 == y1 or len(wavelength) < 2:
             raise ValueError("degenerate plot box, axis limits or spectrum")
         furniture = sidecar.get("furniture", {})

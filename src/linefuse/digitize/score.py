@@ -1,12 +1,13 @@
 """A digitized chart scored against the sidecar and CSV it was generated with.
 
 An axis is calibrated when, at each tick its fit used, the fitted value is within CALIBRATED of
-the axis's range of the value the sidecar's mapping (plot box and limits) gives there. A series'
-curve error is the median, over the CSV's points in view, of
-|y read - y true| in % of the y range; each true series takes the read series that fits it
-best, and the chart's curve error is the mean over its true series (one never read counts as
-MISSED). Beside it, the field's stricter score of the same points (line_score.py): CHART-Info's
-task-6b score, the series matched one to one, a series read twice or invented counting 0.
+the axis's range of the value the sidecar's mapping (plot box, limits and scale) gives there. A
+series' curve error is the median, over the CSV's points in view, of |y read - y true| in % of
+the y range; on a log axis both in log10 (`on_axis`), so a share of its decades. Each true
+series takes the read series that fits it best, and the chart's curve error is the mean over
+its true series (one never read counts as MISSED). Beside it, the field's stricter score of
+the same points (line_score.py): CHART-Info's task-6b score, the series matched one to one, a
+series read twice or invented counting 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from linefuse.digitize.calibrate import Axis
 from linefuse.digitize.chart import Digitized, Unreadable
+from linefuse.digitize.curves import on_axis
 from linefuse.digitize.line_score import line_score
 
 CALIBRATED = 0.01  # of the axis's range
@@ -41,20 +43,28 @@ def read_sidecar(png_path: Path | str) -> tuple[dict, np.ndarray, dict[str, np.n
     return sidecar, x[order], columns
 
 
-def _true_value(sidecar: dict, name: str, pixel: np.ndarray) -> np.ndarray:
-    """The sidecar's data value at pixel positions along axis `name` (linear axes)."""
+def _limits(sidecar: dict, name: str) -> tuple[float, float]:
+    """The axis' ends (left and right, or bottom and top) in on_axis units."""
+    return tuple(
+        float(v) for v in on_axis(sidecar, name, sidecar["xlim" if name == "x" else "ylim"])
+    )
+
+
+def _true_position(sidecar: dict, name: str, pixel: np.ndarray) -> np.ndarray:
+    """Where the sidecar's mapping puts pixel positions along axis `name`, in on_axis units."""
     left, top, right, bottom = (float(v) for v in sidecar["plot_box"])
-    low, high = (float(v) for v in sidecar["xlim" if name == "x" else "ylim"])
+    low, high = _limits(sidecar, name)
     start, end = (left, right) if name == "x" else (bottom, top)
     return low + (np.asarray(pixel) - start) / (end - start) * (high - low)
 
 
 def axis_error(axis: Axis, sidecar: dict) -> float:
-    """The largest error of the fit at its ticks, in shares of the axis's range."""
-    low, high = (float(v) for v in sidecar["xlim" if axis.name == "x" else "ylim"])
+    """The largest error of the fit at its ticks, in shares of the axis's range (on_axis)."""
+    low, high = _limits(sidecar, axis.name)
     pixels = np.array([t.position for t in axis.used])
-    found = axis.value(pixels)
-    return float(np.max(np.abs(found - _true_value(sidecar, axis.name, pixels))) / abs(high - low))
+    found = on_axis(sidecar, axis.name, axis.value(pixels))
+    error = np.max(np.abs(found - _true_position(sidecar, axis.name, pixels))) / abs(high - low)
+    return float(error) if np.isfinite(error) else float("inf")
 
 
 def curve_error(x: np.ndarray, y: np.ndarray, truth_x: np.ndarray, truth_y: np.ndarray, span):
@@ -73,16 +83,16 @@ def score(digitized: Digitized, png_path: Path | str) -> dict:
     sidecar, truth_x, columns = read_sidecar(png_path)
     x_error = axis_error(digitized.x_axis, sidecar)
     y_error = axis_error(digitized.y_axis, sidecar)
-    low, high = (float(v) for v in sidecar["ylim"])
+    low, high = _limits(sidecar, "y")
     x_low, x_high = sorted(float(v) for v in sidecar["xlim"])
     in_view = (truth_x >= x_low) & (truth_x <= x_high)
     truth_x = truth_x[in_view]
-    truths = [column[in_view] for column in columns.values()]
+    truths = [on_axis(sidecar, "y", column[in_view]) for column in columns.values()]
+    read = [(s.x, np.nan_to_num(on_axis(sidecar, "y", s.y), nan=low)) for s in digitized.series]
     errors = []
     for truth_y in truths:
-        found = [curve_error(s.x, s.y, truth_x, truth_y, abs(high - low)) for s in digitized.series]
+        found = [curve_error(x, y, truth_x, truth_y, abs(high - low)) for x, y in read]
         errors.append(min(found, default=MISSED))
-    read = [(s.x, s.y) for s in digitized.series]
     return {
         "x_error": x_error,
         "y_error": y_error,

@@ -37,6 +37,7 @@ SECTION_NAMES = (
     "base",
     "label_reader",
     "digitize_reader",
+    "digitize_sets",
     "train",
     "eval",
     "tiles",

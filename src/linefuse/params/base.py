@@ -182,19 +182,45 @@ def base_charts_are_not_the_default_data(params) -> None:
         )
 
 
-@cross_check("base", "data")
-def selection_sets_have_their_own_seeds(params) -> None:
-    """The score set and the drawn-unlike set decide what ships: each is drawn with a seed of its
-    own, so none of their charts is one the default run reports (test, held out) or one the base
-    trains on (tests/base/test_selection.py proves it by content hash)."""
-    taken = {"data.charts.seed": params.data.charts.seed, "base.chart_seed": params.base.chart_seed}
-    for key, seed in (
+def _chart_seeds(params) -> list[tuple[str, int]]:
+    """(key, seed) of every chart set the default run and the base draw, theirs first."""
+    return [
+        ("data.charts.seed", params.data.charts.seed),
+        ("base.chart_seed", params.base.chart_seed),
         ("base.score_seed", params.base.score_seed),
         ("base.window.drawn_seed", params.base.window.drawn_seed),
-    ):
+    ]
+
+
+def _own_seeds(seeds: list[tuple[str, int]]) -> None:
+    """Raises naming the first key whose seed an earlier key's set uses too."""
+    taken: dict[str, int] = {}
+    for key, seed in seeds:
         clash = next((name for name, used in taken.items() if used == seed), None)
         if clash:
             raise KeyedError(
                 key, f"{seed} is {clash}'s too: give the set a seed no other chart set uses"
             )
         taken[key] = seed
+
+
+@cross_check("base", "data")
+def selection_sets_have_their_own_seeds(params) -> None:
+    """The score set and the drawn-unlike set decide what ships: each is drawn with a seed of its
+    own, so none of their charts is one the default run reports (test, held out) or one the base
+    trains on (tests/base/test_selection.py proves it by content hash)."""
+    _own_seeds(_chart_seeds(params))
+
+
+@cross_check("base", "data", "digitize_sets")
+def digitize_sets_have_their_own_seeds(params) -> None:
+    """digitize is decided on its dev set and reported on its report set: neither holds a chart
+    of another set (tests/digitize/test_sets.py proves it by content hash)."""
+    sets = params.digitize_sets
+    _own_seeds(
+        [
+            *_chart_seeds(params),
+            ("digitize_sets.dev_seed", sets.dev_seed),
+            ("digitize_sets.report_seed", sets.report_seed),
+        ]
+    )

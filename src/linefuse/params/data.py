@@ -11,8 +11,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from linefuse.params import KeyedError, Probability, Strict, key_and_message, value_range
 
-# data.charts keys the base's overrides may not change: its seed is base.chart_seed, and it
-# never draws a held-out family's style sheet
+# data.charts keys that draw the axes real charts use (descending, log, offset), added after
+# chart-base was made: the default data draws them, the base's bank and score sets do not
+AXIS_KNOBS = ("descending_x_prob", "log_y_prob", "offset_y_prob")
+# data.charts keys the base's overrides may not change: its seed is base.chart_seed, it never
+# draws a held-out family's style sheet, and its axes keep chart-base's recipe
 BASE_FIXED_CHART_KEYS = (
     "count",
     "seed",
@@ -20,6 +23,7 @@ BASE_FIXED_CHART_KEYS = (
     "held_out",
     "held_out_fraction",
     "libraries",
+    *AXIS_KNOBS,
 )
 # The plotting libraries that draw charts, each through its own API (its drawer in data/charts/,
 # which data/charts/registry.py names), and the packages each imports where its charts are drawn
@@ -107,7 +111,9 @@ class ChartParams(Strict):
     tint_prob: Probability
     background_prob: Probability
     grid_style_prob: Probability
-
+    descending_x_prob: Probability  # x from high to low, in wavenumbers, as IR spectra are drawn
+    log_y_prob: Probability  # y on a log scale over decades, labelled as each library labels one
+    offset_y_prob: Probability  # intensities in millions: a library writes an offset or powers
     @field_validator("families")
     @classmethod
     def _known_styles(cls, families: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -207,6 +213,11 @@ class ChartParams(Strict):
                 f"they are exclusive, so their sum must be at most 1",
             )
         return self
+
+    def without_axis_knobs(self) -> ChartParams:
+        """These params with AXIS_KNOBS off: the charts the base trains and is scored on keep the
+        recipe chart-base was made with, so its ship verdicts stay paired."""
+        return self.model_copy(update=dict.fromkeys(AXIS_KNOBS, 0.0))
 
     def smallest_chart(self) -> tuple[int, int]:
         """(width, height) px of the smallest chart the ranges can give."""

@@ -61,6 +61,15 @@ class DigitizeParams(Strict):
     max_images: Annotated[int, Field(ge=0)] | None
 
 
+class DigitizeSetsParams(Strict):
+    """The charts digitize is decided on (dev) and reported on (report): data.charts drawn with
+    seeds of their own (linefuse.digitize.sets)."""
+
+    dev_seed: int
+    report_seed: int
+    charts: Annotated[int, Field(ge=1)]
+
+
 class EvalParams(Strict):
     steps: Annotated[int, Field(ge=1, le=1000)]
     shrink: Annotated[float, Field(ge=0.0, le=255.0)]

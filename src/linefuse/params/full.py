@@ -15,7 +15,7 @@ from linefuse.params.compute import ComputeParams
 from linefuse.params.data import DataParams
 from linefuse.params.degrade import DegradeParams
 from linefuse.params.embed import EmbedParams
-from linefuse.params.evaluation import EvalParams, TileParams
+from linefuse.params.evaluation import DigitizeSetsParams, EvalParams, TileParams
 from linefuse.params.model import ModelParams
 from linefuse.params.shards import ShardParams
 from linefuse.params.training import (
@@ -44,6 +44,7 @@ class Params(Sections):
     base: BaseParams
     label_reader: LabelReaderParams
     digitize_reader: LabelReaderParams
+    digitize_sets: DigitizeSetsParams
     train: TrainParams
     eval: EvalParams
     tiles: TileParams

@@ -94,9 +94,9 @@ def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
 
 def base_chart_params(params: Params) -> ChartParams:
     """The charts the base trains on: data.charts with base.chart_overrides (its wider ranges),
-    the base's seed, its own libraries (base.libraries, in equal shares) and only the families
-    the default data trains on."""
-    charts = params.data.charts.with_overrides(params.base.chart_overrides)
+    the base's seed, its own libraries (base.libraries, in equal shares), only the families
+    the default data trains on, and its axis knobs off (ChartParams.without_axis_knobs)."""
+    charts = params.data.charts.with_overrides(params.base.chart_overrides).without_axis_knobs()
     families = {k: v for k, v in charts.families.items() if k not in charts.held_out}
     libraries = {name: 1.0 / len(params.base.libraries) for name in params.base.libraries}
     return charts.model_copy(

@@ -85,3 +85,56 @@ def label_boxes(
                 {"axis": axis, "text": text, "box": [float(v) for v in (left, top, right, bottom)]}
             )
     return labels
+
+
+def chart_sidecar(
+    plan,
+    *,
+    plot_box: list[float],
+    xlim: tuple[float, float],
+    ylim: tuple[float, float],
+    y_scale: str,
+    drawn: list[tuple[list[int], float]],
+    furniture: dict,
+    tick_labels: list[dict],
+) -> dict:
+    """The sidecar every drawer writes for one drawn chart: the plan's style and size, the plot
+    box (left, top, right, bottom px, y down), the data values at its left and right edges
+    (`xlim`) and at its bottom and top (`ylim`), so a descending axis' limits run high to low,
+    each axis' direction and scale ("log": pixels run linearly in log10 of the value), each
+    planned series' drawn colour and width (`drawn`: ([r, g, b] 0-255, width px) in the plan's
+    order), the furniture a curve reader masks and every tick label's text and box."""
+    ends = {"x": xlim, "y": ylim}
+    axes = {
+        name: {
+            "direction": "ascending" if low < high else "descending",
+            "scale": y_scale if name == "y" else "linear",
+        }
+        for name, (low, high) in ends.items()
+    }
+    series = [
+        {
+            "column": s.column,
+            "color": colour,
+            "linewidth_px": round(float(width), 4),
+            "linestyle": s.linestyle,
+            "marker": s.marker,
+        }
+        for s, (colour, width) in zip(plan.series, drawn, strict=True)
+    ]
+    return {
+        "library": plan.library,
+        "family": plan.family,
+        "style": plan.style,
+        "font": plan.font,
+        "width": plan.width,
+        "height": plan.height,
+        "dpi": round(plan.dpi, 4),
+        "plot_box": [round(float(v), 4) for v in plot_box],
+        "xlim": [round(float(v), 6) for v in xlim],
+        "ylim": [round(float(v), 6) for v in ylim],
+        "axes": axes,
+        "series": series,
+        "furniture": furniture,
+        "tick_labels": tick_labels,
+    }

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linefuse.data.charts.facts import hex_colour, label_boxes, on_white
+from linefuse.data.charts.facts import chart_sidecar, hex_colour, label_boxes, on_white
 
 # theme, or theme + flavor (Lets-Plot's colour schemes over a theme)
 THEMES = (
@@ -73,33 +73,18 @@ def render(plan) -> tuple[np.ndarray, dict]:
     svg = ET.fromstring(chart.to_svg())
     box, strokes, anchors = _read_svg(svg)
     by_label = dict(zip([s.label for s in plan.series], strokes, strict=False))
-    series = [
-        {
-            "column": s.column,
-            "color": by_label.get(s.label, (None, 0))[0],
-            "linewidth_px": round(by_label.get(s.label, (None, 0))[1], 4),
-            "linestyle": s.linestyle,
-            "marker": s.marker,
-        }
-        for s in plan.series
-    ]
-    return image, {
-        "library": "letsplot",
-        "family": plan.family,
-        "style": plan.style,
-        "font": plan.font,
-        "width": plan.width,
-        "height": plan.height,
-        "dpi": round(plan.dpi, 4),
-        "plot_box": [round(float(v), 4) for v in box],
-        "xlim": [round(float(v), 6) for v in limits[0]],
-        "ylim": [round(float(v), 6) for v in limits[1]],
-        "series": series,
+    return image, chart_sidecar(
+        plan,
+        plot_box=box,
+        xlim=limits[0],
+        ylim=limits[1],
+        y_scale="linear",
+        drawn=[by_label.get(s.label, (None, 0)) for s in plan.series],
         # the legend sits outside the panel; the grid lines are not listed (a curve reader
         # masks furniture only where the sidecar names it)
-        "furniture": {"boxes": [], "lines": []},
-        "tick_labels": label_boxes(image, marked, box, anchors),
-    }
+        furniture={"boxes": [], "lines": []},
+        tick_labels=label_boxes(image, marked, box, anchors),
+    )
 
 
 def _chart(plan):

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from linefuse.data.charts.facts import on_white, rgb255
+from linefuse.data.charts.facts import chart_sidecar, on_white, rgb255
 from linefuse.data.charts.style import Background, draw_grid
 
 MATHTEXT = {"DejaVu Sans": "dejavusans", "DejaVu Serif": "dejavuserif", "STIXGeneral": "stix"}
@@ -116,6 +116,10 @@ def _plot_series(ax, table: np.ndarray, series, rc) -> list:
 def _dress_axes(ax, plan, rc, table: np.ndarray):
     """Grid, ticks, spines, axis labels, title, legend and the peak note of one panel (the
     note on its `table`), as planned; returns the note's annotation (None without one)."""
+    if plan.x_descending:
+        ax.invert_xaxis()
+    if plan.y_log:
+        ax.set_yscale("log")
     if plan.grid_flip:
         ax.grid(not rc["axes.grid"])
     if plan.grid is not None:
@@ -136,59 +140,49 @@ def _dress_axes(ax, plan, rc, table: np.ndarray):
     if plan.legend is not None:
         place, frame = plan.legend
         ax.legend(loc=place, frameon=frame)
-    return _annotate_peak(ax, table, plan.font_pt, rc) if plan.annotate else None
+    return _annotate_peak(ax, table, plan, rc) if plan.annotate else None
 
 
-def _annotate_peak(ax, table: np.ndarray, font_pt: float, rc):
-    """The main series' highest point labelled with its wavelength and an arrow, the text on
+def _annotate_peak(ax, table: np.ndarray, plan, rc):
+    """The main series' highest point labelled with its position and an arrow, the text on
     the side of the peak with more room."""
     x, main = table[:, 0], table[:, 1]
     peak = int(np.argmax(main))
-    right_half = x[peak] > (x[0] + x[-1]) / 2
+    right_half = (x[peak] > (x[0] + x[-1]) / 2) != plan.x_descending  # as drawn
     return ax.annotate(
-        f"{x[peak]:.0f} nm",
+        f"{x[peak]:.0f} {'cm-1' if plan.x_descending else 'nm'}",
         xy=(x[peak], main[peak]),
         xytext=(-30 if right_half else 12, -12),
         textcoords="offset points",
         ha="right" if right_half else "left",
-        fontsize=font_pt,
+        fontsize=plan.font_pt,
         arrowprops={"arrowstyle": "->", "lw": 0.8, "color": rc["text.color"]},
     )
 
 
-def sidecar(plan, axes: list, renderer, lines: list, note, height: int) -> dict:
-    """The drawn chart measured from its canvas: the first panel's plot box and limits that map
-    pixels to data, each of its series' drawn colour and width and its furniture; every panel's
-    tick labels, and with several panels each one's plot box (`panels`, the first's first)."""
+def sidecar(
+    plan, axes: list, renderer, lines: list, note, height: int, limits: tuple | None = None
+) -> dict:
+    """The drawn chart measured from its canvas (facts.chart_sidecar): the first panel's plot
+    box, limits and scale that map pixels to data, each of its series' drawn colour and width
+    and its furniture; every panel's tick labels, and with several panels each one's plot box
+    (`panels`, the first's first). `limits` = (xlim, ylim, y scale) in data units, for a drawer
+    whose axes hold transformed data (plotnine's reversed and log scales); else the axes'."""
     ax = axes[0]
-    furniture = plot_furniture(ax, renderer, note)
-    labels = [label for panel in axes for label in tick_labels(panel, renderer)]
-    xlim, ylim = ax.get_xlim(), ax.get_ylim()
-    series = [
-        {
-            "column": s.column,
-            "color": rgb255(line.get_color()),
-            "linewidth_px": round(line.get_linewidth() * plan.dpi / 72.0, 4),
-            "linestyle": s.linestyle,
-            "marker": s.marker,
-        }
-        for s, line in zip(plan.series, lines, strict=True)
-    ]
-    measured = {
-        "library": plan.library,
-        "family": plan.family,
-        "style": plan.style,
-        "font": plan.font,
-        "width": plan.width,
-        "height": plan.height,
-        "dpi": round(plan.dpi, 4),
-        "plot_box": _plot_box(ax, height),
-        "xlim": [round(float(v), 6) for v in xlim],
-        "ylim": [round(float(v), 6) for v in ylim],
-        "series": series,
-        "furniture": furniture,
-        "tick_labels": labels,
-    }
+    # left, right and bottom, top: high to low on an inverted axis
+    xlim, ylim, y_scale = limits or (ax.get_xlim(), ax.get_ylim(), ax.get_yscale())
+    measured = chart_sidecar(
+        plan,
+        plot_box=_plot_box(ax, height),
+        xlim=xlim,
+        ylim=ylim,
+        y_scale=y_scale,
+        drawn=[
+            (rgb255(line.get_color()), line.get_linewidth() * plan.dpi / 72.0) for line in lines
+        ],
+        furniture=plot_furniture(ax, renderer, note),
+        tick_labels=[label for panel in axes for label in tick_labels(panel, renderer)],
+    )
     if len(axes) > 1:
         measured["panels"] = [_plot_box(panel, height) for panel in axes]
     return measured

@@ -33,6 +33,8 @@ Y_LABELS = (
     "Normalized intensity",
     "Signal (arb. units)",
 )
+# ASCII: STIXGeneral has no superscript minus
+WAVENUMBER_LABELS = ("Wavenumber (cm-1)", "Wavenumber / cm-1", "Wavenumber [cm-1]")
 TITLES = ("Spectrum", "Emission spectrum", "Absorption spectrum", "Sample A", "Raw data")
 SERIES_NAMES = (
     ("Sample A", "Sample B", "Sample C", "Sample D"),
@@ -46,6 +48,10 @@ COLORMAPS = ("viridis", "plasma", "cividis", "tab10", "Dark2", "Set1")
 LEGEND_PLACES = ("best", "upper right", "upper left")
 TICK_DIRECTIONS = ("in", "out", "inout")
 DECIMALS = 6  # CSV values; the figure plots the rounded values, so the CSV is what was drawn
+WAVENUMBERS = ((400.0, 800.0), (3000.0, 4000.0))  # a descending x's low and high ends, cm-1
+DECADES = (2.0, 5.0)  # a log y's span
+LOG_LOWEST = (-1, 2)  # the power of ten a log y starts at: 6 decimals keep 5 digits at 0.1
+OFFSET_POWERS = (6, 7)  # an offset y's intensities times one of these powers of ten
 
 
 def make_spectrum(
@@ -163,6 +169,8 @@ class ChartPlan:
     background: Background | None = None  # None: the style sheet's faces
     grid: GridStyle | None = None  # None: the style sheet's grid line style
     library: str = "matplotlib"  # who draws it (data.charts.libraries); style is then its theme
+    x_descending: bool = False  # x runs from high (left) to low (right)
+    y_log: bool = False  # y on a log scale
     extra: dict = field(default_factory=dict)  # rcParams a test may add
 
 
@@ -189,6 +197,9 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
     library, theme = choose_library(cfg, index)
     if library != "matplotlib":  # its family is the library, its style the library's theme
         family, style, layout, panels = library, theme, (1, 1), []
+    axes = plan_axes(cfg, index)
+    if axes.x_descending and dressing["x_label"]:
+        dressing["x_label"] = axes.x_label
     return ChartPlan(
         family=family,
         style=style,
@@ -197,13 +208,66 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
         width=width,
         height=height,
         dpi=dpi,
-        table=table,
+        table=axes.on_axes(table),
         series=series,
         **dressing,
         layout=layout,
-        panels=tuple(panels),
+        panels=tuple(PanelPlan(axes.on_axes(p.table), p.series) for p in panels),
+        x_descending=axes.x_descending,
+        y_log=axes.y_log,
         background=plan_background(rng, cfg),
         grid=plan_grid(rng, cfg),
+    )
+
+
+@dataclass(frozen=True)
+class AxesPlan:
+    """How a chart's axes run, and its tables redrawn for them."""
+
+    x_descending: bool  # wavenumbers from high to low
+    y_log: bool
+    x_label: str  # the x axis' title when it runs in wavenumbers
+    wavenumbers: tuple[float, float]  # (low, high) cm⁻¹ a descending x spans
+    decades: float  # a log y's span ...
+    lowest: int  # ... from this power of ten
+    power: int  # an offset y's intensities are times 10**power (0: no offset)
+
+    def on_axes(self, table: np.ndarray) -> np.ndarray:
+        """`table` as these axes draw it: a descending x's wavelength grid stretched onto its
+        wavenumbers; a log y's intensities exponentiated over its decades (the spectrum's
+        shape kept, its lowest point at 10**lowest); an offset y's scaled. Rounded to DECIMALS."""
+        if not (self.x_descending or self.y_log or self.power):
+            return table
+        x, curves = table[:, 0], table[:, 1:]
+        if self.x_descending:
+            low, high = self.wavenumbers
+            x = low + (x - x[0]) / (x[-1] - x[0]) * (high - low)
+        if self.y_log:
+            bottom, top = curves.min(), curves.max()
+            curves = 10.0 ** (self.lowest + self.decades * (curves - bottom) / (top - bottom))
+        curves = curves * 10.0**self.power
+        return np.round(np.column_stack([x, curves]), DECIMALS)
+
+
+def plan_axes(cfg: ChartParams, index: int) -> AxesPlan:
+    """Chart `index`'s axes (data.charts' descending_x_prob, log_y_prob and offset_y_prob; a
+    log y has no offset), from a generator of its own: with those knobs off, or where a chart
+    draws none of them, it is drawn as it always was."""
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 2]))
+    descending, log_y, offset = rng.random(3) < (
+        cfg.descending_x_prob,
+        cfg.log_y_prob,
+        cfg.offset_y_prob,
+    )
+    (low, high) = (float(rng.uniform(*ends)) for ends in WAVENUMBERS)
+    return AxesPlan(
+        x_descending=bool(descending),
+        y_log=bool(log_y),
+        x_label=WAVENUMBER_LABELS[int(rng.integers(len(WAVENUMBER_LABELS)))],
+        wavenumbers=(low, high),
+        decades=float(rng.uniform(*DECADES)),
+        lowest=int(rng.integers(LOG_LOWEST[0], LOG_LOWEST[1] + 1)),
+        power=int(rng.choice(OFFSET_POWERS)) if offset and not log_y else 0,
     )
 
 

@@ -75,6 +75,10 @@ def render(plan) -> tuple[np.ndarray, dict]:
         )
     if not plan.x_label:
         chart += p9.theme(axis_title=p9.element_blank())
+    if plan.x_descending:
+        chart += p9.scale_x_reverse()
+    if plan.y_log:
+        chart += p9.scale_y_log10()
     figure = chart.draw()
     try:
         canvas = FigureCanvasAgg(figure)
@@ -82,7 +86,9 @@ def render(plan) -> tuple[np.ndarray, dict]:
         rgba = np.asarray(canvas.buffer_rgba()).copy()
         axes = figure.axes[:1]
         lines = axes[0].get_lines()[: len(plan.series)]
-        measured = sidecar(plan, axes, canvas.get_renderer(), lines, None, height=rgba.shape[0])
+        measured = sidecar(
+            plan, axes, canvas.get_renderer(), lines, None, rgba.shape[0], _limits(plan, axes[0])
+        )
     finally:
         import matplotlib.pyplot as plt
 
@@ -90,3 +96,11 @@ def render(plan) -> tuple[np.ndarray, dict]:
     if rgba.shape[:2] != (plan.height, plan.width):
         raise AssertionError(f"plotnine drew {rgba.shape[1]}x{rgba.shape[0]}, not {plan.width}")
     return on_white(rgba), measured
+
+
+def _limits(plan, ax) -> tuple:
+    """(xlim, ylim, y scale) in data units: plotnine hands matplotlib its scales' transformed
+    values (a reversed x negated, a log y's log10)."""
+    xlim = tuple(-v for v in ax.get_xlim()) if plan.x_descending else ax.get_xlim()
+    ylim = tuple(10.0**v for v in ax.get_ylim()) if plan.y_log else ax.get_ylim()
+    return xlim, ylim, "log" if plan.y_log else "linear"

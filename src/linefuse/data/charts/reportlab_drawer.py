@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from linefuse.data.charts.facts import label_boxes
+from linefuse.data.charts.facts import chart_sidecar, label_boxes
 
 # the plot's dressing: axes alone; a grid; a frame round the plot; a tinted plot with white grid
 THEMES = ("plain", "grid", "boxed", "filled")
@@ -53,35 +53,23 @@ def render(plan) -> tuple[np.ndarray, dict]:
     anchors = [("x", _label(v), _scale(v, limits[0], box[0], box[2]), box[3]) for v in ticks["x"]]
     anchors += [("y", _label(v), box[0], _scale(v, limits[1], box[3], box[1])) for v in ticks["y"]]
     px = plan.dpi / 72.0
-    series = [
-        {
-            "column": s.column,
-            "color": [round(255 * c) for c in plot.lines[k].strokeColor.rgb()],
-            "linewidth_px": round(plan.line_width_pt * px, 4),
-            "linestyle": s.linestyle,
-            "marker": s.marker,
-        }
-        for k, s in enumerate(plan.series)
-    ]
     boxes = []
     if legend is not None:
         x0, y0, x1, y1 = legend.getBounds()
         boxes.append([round(v, 2) for v in (x0, height - y1, x1, height - y0)])
-    return image, {
-        "library": "reportlab",
-        "family": plan.family,
-        "style": plan.style,
-        "font": plan.font,
-        "width": plan.width,
-        "height": plan.height,
-        "dpi": round(plan.dpi, 4),
-        "plot_box": [round(float(v), 4) for v in box],
-        "xlim": [round(float(v), 6) for v in limits[0]],
-        "ylim": [round(float(v), 6) for v in limits[1]],
-        "series": series,
-        "furniture": {"boxes": boxes, "lines": []},  # grid lines are not listed
-        "tick_labels": label_boxes(image, marked, box, anchors),
-    }
+    return image, chart_sidecar(
+        plan,
+        plot_box=box,
+        xlim=limits[0],
+        ylim=limits[1],
+        y_scale="linear",
+        drawn=[
+            ([round(255 * c) for c in plot.lines[k].strokeColor.rgb()], plan.line_width_pt * px)
+            for k in range(len(plan.series))
+        ],
+        furniture={"boxes": boxes, "lines": []},  # grid lines are not listed
+        tick_labels=label_boxes(image, marked, box, anchors),
+    )
 
 
 def _drawing(plan):

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from linefuse.data.charts.facts import bundled_file, hex_colour, label_boxes, rgb255
+from linefuse.data.charts.facts import (
+    bundled_file,
+    chart_sidecar,
+    hex_colour,
+    label_boxes,
+    rgb255,
+)
 
 THEMES = (
     "default",
@@ -85,8 +91,7 @@ def spec(plan) -> dict:
     font_px = plan.font_pt * px
     width = plan.line_width_pt * px
     x = plan.table[:, 0]
-    low, high = float(plan.table[:, 1:].min()), float(plan.table[:, 1:].max())
-    margin = Y_MARGIN * ((high - low) or 1.0)
+    (x_left, x_right), (y_bottom, y_top) = _limits(plan)
     labels = [s.label for s in plan.series]
     rows = []
     for k, s in enumerate(plan.series):
@@ -105,13 +110,23 @@ def spec(plan) -> dict:
         "x": {
             "field": "x",
             "type": "quantitative",
-            "scale": {"domain": [float(x.min()), float(x.max())], "nice": False, "zero": False},
+            "scale": {
+                "domain": sorted([x_left, x_right]),
+                "reverse": plan.x_descending,
+                "nice": False,
+                "zero": False,
+            },
             "axis": {"title": plan.x_label, "grid": plan.grid_flip},
         },
         "y": {
             "field": "y",
             "type": "quantitative",
-            "scale": {"domain": [low - margin, high + margin], "nice": False, "zero": False},
+            "scale": {
+                "type": "log" if plan.y_log else "linear",
+                "domain": [y_bottom, y_top],
+                "nice": False,
+                "zero": False,
+            },
             "axis": {"title": plan.y_label, "grid": not plan.grid_flip},
         },
         "color": colour,
@@ -235,34 +250,34 @@ def _sidecar(plan, scene: dict, origin, image: np.ndarray, unlabelled: np.ndarra
         if "stroke" in item and "description" in item and "strokeWidth" in item:
             label = item["description"].split("s: ", 1)[1]
             lines.setdefault(label, item)
-    series = [
-        {
-            "column": s.column,
-            "color": rgb255(lines[s.label]["stroke"]),
-            "linewidth_px": round(float(lines[s.label]["strokeWidth"]), 4),
-            "linestyle": s.linestyle,
-            "marker": s.marker,
-        }
-        for s in plan.series
-    ]
-    x0, x1 = plan.table[:, 0].min(), plan.table[:, 0].max()
-    low, high = float(plan.table[:, 1:].min()), float(plan.table[:, 1:].max())
+    xlim, ylim = _limits(plan)
+    return chart_sidecar(
+        plan,
+        plot_box=box,
+        xlim=xlim,
+        ylim=ylim,
+        y_scale="log" if plan.y_log else "linear",
+        drawn=[
+            (rgb255(lines[s.label]["stroke"]), float(lines[s.label]["strokeWidth"]))
+            for s in plan.series
+        ],
+        furniture=_furniture(scene, origin, image),
+        tick_labels=_tick_labels(scene, origin, box, image, unlabelled),
+    )
+
+
+def _limits(plan) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((x at the plot's left, at its right), (y at its bottom, at its top)): x the data's
+    range, reversed on a descending axis; y the data's range and Y_MARGIN of it above and
+    below, in log10 on a log axis."""
+    x0, x1 = float(plan.table[:, 0].min()), float(plan.table[:, 0].max())
+    values = np.log10(plan.table[:, 1:]) if plan.y_log else plan.table[:, 1:]
+    low, high = float(values.min()), float(values.max())
     margin = Y_MARGIN * ((high - low) or 1.0)
-    return {
-        "library": "vegalite",
-        "family": plan.family,
-        "style": plan.style,
-        "font": plan.font,
-        "width": plan.width,
-        "height": plan.height,
-        "dpi": round(plan.dpi, 4),
-        "plot_box": [round(float(v), 4) for v in box],
-        "xlim": [round(float(x0), 6), round(float(x1), 6)],
-        "ylim": [round(low - margin, 6), round(high + margin, 6)],
-        "series": series,
-        "furniture": _furniture(scene, origin, image),
-        "tick_labels": _tick_labels(scene, origin, box, image, unlabelled),
-    }
+    y = (low - margin, high + margin)
+    if plan.y_log:
+        y = (10.0 ** y[0], 10.0 ** y[1])
+    return ((x1, x0) if plan.x_descending else (x0, x1)), y
 
 
 def _furniture(scene: dict, origin, image: np.ndarray) -> dict:

@@ -1,0 +1,44 @@
+"""The charts digitize is decided on and the charts it is reported on (params `digitize_sets`).
+
+Both are the default data's recipe (data.charts) drawn with a seed of its own, so neither holds
+a chart the default run trains on or reports, nor one that decides a base. The dev set leaves
+out the held-out libraries and families, so that no rule is decided on a look evaluate holds
+out; its charts are the ones digitize's rules, thresholds and reader are compared on, and
+tests/digitize/fixtures are some of them. The report set is read once every decision is made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from linefuse.params.data import ChartParams
+
+if TYPE_CHECKING:
+    from linefuse.params.full import Params
+
+
+def dev_chart_params(params: Params) -> ChartParams:
+    """The dev set's recipe: data.charts with digitize_sets.dev_seed and .charts, without the
+    held-out libraries (the rest keep their shares' proportions) and families."""
+    charts, sets = params.data.charts, params.digitize_sets
+    libraries = {n: s for n, s in charts.libraries.items() if n not in charts.held_out}
+    total = sum(libraries.values())
+    return charts.model_copy(
+        update={
+            "seed": sets.dev_seed,
+            "count": sets.charts,
+            "libraries": {name: share / total for name, share in libraries.items()},
+            "families": {k: v for k, v in charts.families.items() if k not in charts.held_out},
+            "held_out": [],
+        }
+    )
+
+
+def report_chart_params(params: Params) -> ChartParams:
+    """The report set's recipe: data.charts as it is, with digitize_sets.report_seed and
+    .charts."""
+    sets = params.digitize_sets
+    return params.data.charts.model_copy(update={"seed": sets.report_seed, "count": sets.charts})
+
+
+CHART_SETS = {"dev": dev_chart_params, "report": report_chart_params}
