@@ -218,6 +218,7 @@ rule evaluate:
         "src/linefuse/digitize/chart.py",
         "src/linefuse/digitize/curves.py",
         "src/linefuse/digitize/label_reader.py",
+        "src/linefuse/digitize/legend.py",
         "src/linefuse/digitize/line_score.py",
         "src/linefuse/digitize/ocr.py",
         "src/linefuse/digitize/score.py",

@@ -95,7 +95,7 @@ def distance(image: np.ndarray, colour: np.ndarray) -> np.ndarray:
     return np.sqrt(((image[..., :3].astype(np.float32) - colour) ** 2).sum(axis=-1))
 
 
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends (exclusive) of the runs of True in a 1-D mask."""
     edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
     return edges[::2], edges[1::2]
@@ -248,12 +248,12 @@ def _marks(band: np.ndarray) -> np.ndarray:
     if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
         return np.zeros(0)
     lengths = np.argmin(np.vstack([band, np.zeros((1, band.shape[1]), bool)]), axis=0)
-    runs = list(zip(*_runs(lengths >= TICK_ROWS), strict=True))
-    if not runs:
+    marks = list(zip(*runs(lengths >= TICK_ROWS), strict=True))
+    if not marks:
         return np.zeros(0)
-    longest = np.array([lengths[a:b].max() for a, b in runs])
+    longest = np.array([lengths[a:b].max() for a, b in marks])
     centres = [
-        (a + b) / 2 for (a, b), n in zip(runs, longest, strict=True) if n >= MAJOR * longest.max()
+        (a + b) / 2 for (a, b), n in zip(marks, longest, strict=True) if n >= MAJOR * longest.max()
     ]
     return np.array(centres) if _evenly_spaced(centres) else np.zeros(0)
 
@@ -302,8 +302,10 @@ def _label_words(
         # the first line under the box; its labels are farther apart than their digits
         x_words = _split_at_ticks(_words(lines[0], WORD_GAP * size), _x_tick_marks(ink, box))
     # y labels: one a line, right-aligned near the box; the axis title beside them is farther
-    # than a word's gap, and a flat glyph at a line's end is a tick mark
-    beside = [g for g in glyphs if g[2] <= left - TICK_PAD]
+    # than a word's gap, and a flat glyph at a line's end is a tick mark; a y label is level
+    # with a tick inside the box's rows, so it starts above the box's bottom (an x label that
+    # hangs out left of the box, under it, does not)
+    beside = [g for g in glyphs if g[2] <= left - TICK_PAD and g[1] < bottom]
     beside = [g for g in beside if g[1] >= top - reach / 2 and g[3] <= bottom + reach / 2]
     beside = [g for g in beside if g[3] - g[1] <= 1.5 * size]  # no rotated axis title's word
     y_words = []

@@ -1,24 +1,29 @@
 """A line chart read from its pixels alone: its axes' mappings and its series in data units.
 
 find the frame (axes.py), read and fit the tick labels (calibrate.py), follow each series
-(series.py), and map the paths through the fits. A chart that cannot be read is an Unreadable
-with a one-line reason.
+(series.py), map the paths through the fits, and name each series by its legend entry's text.
+A chart that cannot be read is an Unreadable with a one-line reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from linefuse.digitize.axes import Frame, find_frame
 from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
-from linefuse.digitize.ocr import missing
+from linefuse.digitize.legend import Entry
+from linefuse.digitize.ocr import Label, missing, read_labels
 from linefuse.digitize.series import Trace, trace_series
 
 MIN_SIDE_PX = 32  # smaller images hold no legible chart
 # what an odd image (no chart drawer's) may raise deep in the reading: reported as unreadable
 ODD_INPUT = (ValueError, IndexError, ZeroDivisionError, FloatingPointError, np.linalg.LinAlgError)
+# a legend's text is words, read as a block of lines (Tesseract's psm 6), its words spaced
+LEGEND_CONFIG = "--psm 6"
+INTEGER = re.compile(r"\d+")  # a name that reads as a series' index would name two series
 
 
 class Unreadable(Exception):
@@ -27,24 +32,28 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class Series:
-    """One series read: its colour (0-255 RGB), whether it is dashed, and x, y in data units."""
+    """One series read: its colour (0-255 RGB), whether it is dashed, x and y in data units,
+    and its name from the legend (None where the chart has none, or no entry is like it)."""
 
     colour: tuple[float, float, float]
     dashed: bool
     x: np.ndarray
     y: np.ndarray
+    name: str | None = None
 
 
 @dataclass(frozen=True)
 class Digitized:
     """A chart read: its plot box (left, top, right, bottom; continuous pixels), its axes'
-    mappings, its series in data units, and the pixel paths they were mapped from."""
+    mappings, its series in data units, the pixel paths they were mapped from, and its legend's
+    entries (none without a legend)."""
 
     box: tuple[float, float, float, float]
     x_axis: Axis
     y_axis: Axis
     series: list[Series]
     traces: list[Trace] = field(default_factory=list)
+    legend: list[Entry] = field(default_factory=list)
 
     @property
     def confidence(self) -> float:
@@ -86,14 +95,51 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
         if axis is None:
             read = ", ".join(repr(t.text) for t in found) or "nothing"
             raise Unreadable(f"unreadable {name} tick labels: read {read}, no two agree")
-    traces, filled = trace_series(pixels, frame)
+    traces, filled, legend = trace_series(pixels, frame)
     if not traces:
         shapes = " (it holds filled shapes: bars or areas)" if filled else ""
         raise Unreadable(f"no series: nothing inside the plot area is a line{shapes}")
     series = [
         Series(t.colour, t.dashed, x_axis.value(t.columns), y_axis.value(t.rows)) for t in traces
     ]
-    return Digitized(frame.box, x_axis, y_axis, series, traces)
+    return Digitized(frame.box, x_axis, y_axis, series, traces, legend)
+
+
+def _name(text: str) -> str:
+    """A legend entry's text as a name: its words, single-spaced, but for the ones that hold no
+    letter or digit (a frame's edge or a curve behind the legend, read as | or \\)."""
+    return " ".join(word for word in text.split() if any(c.isalnum() for c in word))
+
+
+def _named(charts: list[tuple[np.ndarray, Digitized | Unreadable]]) -> list[Digitized | Unreadable]:
+    """Each chart read (given with its pixels), its series named by the text of the legend entry
+    each is drawn like, every legend's texts read in one batch of Tesseract calls. A name read
+    empty, as a bare integer, or twice in one chart names nothing, and where Tesseract fails
+    nothing is named: the series keeps its index."""
+    legends = [(p, c) for p, c in charts if isinstance(c, Digitized) and c.legend]
+    try:
+        texts = iter(
+            read_labels(
+                [(pixels, [Label("", e.text) for e in chart.legend]) for pixels, chart in legends],
+                LEGEND_CONFIG,
+                separator=" ",
+            )
+        )
+    except (OSError, RuntimeError):
+        return [chart for _, chart in charts]
+    named = []
+    for _, chart in charts:
+        if not isinstance(chart, Digitized) or not chart.legend:
+            named.append(chart)
+            continue
+        words = next(texts)
+        names = [_name(words[t.entry]) if t.entry is not None else "" for t in chart.traces]
+        kept = [
+            n if n and not INTEGER.fullmatch(n) and names.count(n) == 1 else None for n in names
+        ]
+        series = [replace(s, name=n) for s, n in zip(chart.series, kept, strict=True)]
+        named.append(replace(chart, series=series))
+    return named
 
 
 def digitize_many(
@@ -136,7 +182,12 @@ def digitize_many(
             results.append(why)
         except ODD_INPUT as error:
             results.append(Unreadable(f"no chart read: {type(error).__name__}: {error}"))
-    return results
+    return _named(
+        [
+            (item[0] if isinstance(item, tuple) else None, r)
+            for item, r in zip(located, results, strict=True)
+        ]
+    )
 
 
 def _aligned(given: np.ndarray | None, pixels: np.ndarray) -> np.ndarray | None:

@@ -99,9 +99,12 @@ def _one_thread() -> Iterator[None]:
             os.environ.pop("OMP_THREAD_LIMIT", None)
 
 
-def read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
+def read_page(
+    lines: list[Image.Image], config: str = CONFIG, separator: str = ""
+) -> list[tuple[str, float]]:
     """Each line's text and Tesseract's confidence in it (its least sure word; -1 when nothing
-    was read), in one call: each word goes to the line whose rows hold the word's centre."""
+    was read), in one call: each word goes to the line whose rows hold the word's centre, and a
+    line's words are joined by `separator` (none for a number, which Tesseract may split)."""
     import pytesseract
 
     width = max(line.width for line in lines) + 2 * GAP_PX
@@ -114,7 +117,7 @@ def read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
     with _one_thread(), tempfile.TemporaryDirectory(prefix="linefuse-ocr-") as folder:
         path = os.path.join(folder, "page.bmp")
         page.save(path)
-        data = pytesseract.image_to_data(path, config=CONFIG, output_type=pytesseract.Output.DICT)
+        data = pytesseract.image_to_data(path, config=config, output_type=pytesseract.Output.DICT)
     words: list[list[tuple[int, str, float]]] = [[] for _ in lines]
     for text, left, top, height, conf in zip(
         data["text"], data["left"], data["top"], data["height"], data["conf"], strict=True
@@ -123,22 +126,27 @@ def read_page(lines: list[Image.Image]) -> list[tuple[str, float]]:
         if text.strip() and 0 <= row < len(lines):
             words[row].append((left, text.strip(), float(conf)))
     return [
-        ("".join(text for _, text, _ in sorted(found)), min((c for *_, c in found), default=-1.0))
+        (
+            separator.join(text for _, text, _ in sorted(found)),
+            min((c for *_, c in found), default=-1.0),
+        )
         for found in words
     ]
 
 
-def read_labels(items: list[tuple[np.ndarray, list[Label]]]) -> list[list[str]]:
+def read_labels(
+    items: list[tuple[np.ndarray, list[Label]]], config: str = CONFIG, separator: str = ""
+) -> list[list[str]]:
     """What Tesseract reads in each label's box of each image (uint8 H x W x 3, each at the size
     its labels' boxes were drawn at), for each (image, labels) item, in as few calls as MAX_LINES
-    allows."""
+    allows; `config` and `separator` as read_page's (tick labels by default)."""
     lines = []
     for image, labels in items:
         gray = Image.fromarray(image).convert("L")
         lines += [line for label in labels for line in label_lines(gray, label.box)]
     read = []
     for first in range(0, len(lines), MAX_LINES):
-        read += read_page(lines[first : first + MAX_LINES])
+        read += read_page(lines[first : first + MAX_LINES], config, separator)
     variants = len(GAMMAS)
     best = [
         max(read[first : first + variants], key=lambda reading: reading[1])[0]

@@ -30,13 +30,14 @@ SCALE = 3  # the overlay is drawn this many times larger than the chart, to be l
 
 
 def csv_text(digitized: Digitized) -> str:
-    """One row per point: the series' index (in the order read), x and y in data units."""
+    """One row per point: the series' name from the legend, or where it has none its index (in
+    the order read), x and y in data units."""
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     writer.writerow(["series", "x", "y"])
     for index, series in enumerate(digitized.series):
         for x, y in zip(series.x, series.y, strict=True):
-            writer.writerow([index, f"{x:.6g}", f"{y:.6g}"])
+            writer.writerow([series.name or index, f"{x:.6g}", f"{y:.6g}"])
     return table.getvalue()
 
 
@@ -69,7 +70,13 @@ def axes_json(digitized: Digitized) -> dict:
         "y": _axis(digitized.y_axis),
         "confidence": digitized.confidence,
         "series": [
-            {"index": i, "colour": list(s.colour), "dashed": s.dashed, "points": len(s.x)}
+            {
+                "index": i,
+                "name": s.name,
+                "colour": list(s.colour),
+                "dashed": s.dashed,
+                "points": len(s.x),
+            }
             for i, s in enumerate(digitized.series)
         ],
     }

@@ -5,20 +5,26 @@ Inside the box, what is neither the plot area's background nor a straight line o
 each series is one colour, its anti-aliased edges blends of that colour with the background.
 Each cluster is then read by digitize/curves.py's line follower (the cheapest continuous path of
 runs, one a column, through crossings, dash gaps and markers), as it reads a chart's main series
-given its sidecar; here the colour, width and dash come from the pixels. A cluster whose path
-covers little of the box is text or a legend's swatch, not a series.
+given its sidecar; here the colour, width and dash come from the pixels. One colour may draw
+several series, told apart by their lines' style (_paths). A path that covers little of the box
+is text or a swatch, not a series. A legend inside the box (digitize/legend.py) is taken out of
+the ink before the series are followed, and each series is matched to the entry whose sample
+it is drawn like, whose text names it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import ndimage
+from scipy.optimize import linear_sum_assignment
 
-from linefuse.digitize.axes import INK, Frame, distance
+from linefuse.digitize.axes import INK, Frame, distance, runs
 from linefuse.digitize.curves import follow_line, plot_background, series_ink
+from linefuse.digitize.legend import Entry, find_legend
+from linefuse.digitize.legend import area as legend_area
 
 SPINE_INSET_PX = 2  # box rows and columns this close to its edge hold the spines
 FAR_LABELS = 1.5  # label heights: tick labels farther out than this have no spine beside them
@@ -33,18 +39,40 @@ EDGE_SHARE = 0.6  # of a colour's core pixels beside a stronger colour's: it is 
 MAX_WIDTH_PX = 10.0  # a line is thinner than this and than MAX_WIDTH_SHARE of the box's height:
 MAX_WIDTH_SHARE = 0.08  # wider ink in most columns is a bar or a filled area
 LINE_TINT = INK  # a grid line differs from the plot background by this much
+EDGE_INK = 0.25  # coverage beyond which a pixel belongs to a stroke when strokes are counted
+PER_COLOUR = 3  # series of one colour, told apart by style: solid, dashed, dotted or marked
+ERASE_INK = 0.1  # coverage down to which a path taken is painted over: its anti-aliased edges
+# a further path of a colour lies farther than APART line widths and APART_PX from the paths
+# taken in APART_SHARE of its columns at least
+APART = 3.0
+APART_PX = 2.0
+APART_SHARE = 0.5
+FURTHER_SPAN = 0.3  # of the box's width: columns a further path of a colour covers (a dotted
+# line over the whole plot, 0.4); a noisy line's edges, painted over in part, leave less
+MARK_EXCESS = 2.0  # line widths: a column's ink this much taller than the line's slope is a marker
+MIN_MARKS = 4  # markers that make a line marked (two lines of one colour cross only a few times)
+MARK_COST = 0.5  # of matching a legend sample to a series: a marker on one and not the other
+UNLIKE = 1e6  # the cost of matching a legend sample to a series of another colour
 
 
 @dataclass(frozen=True)
 class Trace:
-    """One series as read: its colour (0-255 RGB), line width and style, and its path: the
-    columns' centres and the line's centre row in each (continuous image pixels)."""
+    """One series as read: its colour (0-255 RGB), line width and style (the share of its span
+    that it covers: 1 solid, less dashed or dotted; whether markers sit on it), its path: the
+    columns' centres and the line's centre row in each (continuous image pixels), and which of
+    the legend's entries it is drawn like (None: no legend, or no entry like it)."""
 
     colour: tuple[float, float, float]
     linewidth_px: float
-    dashed: bool
+    fill: float
+    marked: bool
     columns: np.ndarray
     rows: np.ndarray
+    entry: int | None = None
+
+    @property
+    def dashed(self) -> bool:
+        return self.fill < SOLID_COVER
 
 
 def inner_box(frame: Frame, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -52,8 +80,7 @@ def inner_box(frame: Frame, shape: tuple[int, ...]) -> tuple[int, int, int, int]
     col, end col). Where the tick labels lie far outside the box (a frame found from grid lines
     that stop at the outer ticks, no spine beside the labels), out to the labels."""
     left, top, right, bottom = frame.box
-    words = frame.x_words + frame.y_words
-    size = float(np.median([w.box[3] - w.box[1] for w in words])) if words else 0.0
+    size = _text_size(frame)
     if frame.y_words:
         labels = max(w.box[2] for w in frame.y_words)
         left = labels + size if left - labels > FAR_LABELS * size else left
@@ -135,36 +162,190 @@ def _edges_of(mine: np.ndarray, other: np.ndarray) -> bool:
 
 
 def _width(ink: np.ndarray) -> float:
-    """A line's width in px: the usual summed coverage of the columns it is in."""
+    """A line's width in px: the usual summed coverage of a column's stroke (a column's
+    coverage over its separate strokes: several series of one colour cross a column)."""
+    strokes = np.diff(ink > EDGE_INK, axis=0, prepend=False).sum(axis=0) / 2
     sums = ink.sum(axis=0)
-    return float(max(np.median(sums[sums > 0.5]), 1.0)) if (sums > 0.5).any() else 1.0
+    inked = (sums > 0.5) & (strokes > 0)
+    return float(max(np.median(sums[inked] / np.ceil(strokes[inked])), 1.0)) if inked.any() else 1.0
 
 
-def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int]:
-    """Every series in the frame's box, as read from its pixels, and how many colours fill
-    areas (bars) instead of drawing lines."""
+def _text_size(frame: Frame) -> float:
+    """The chart's text height in px: its tick labels' median (0 with none)."""
+    words = frame.x_words + frame.y_words
+    return float(np.median([w.box[3] - w.box[1] for w in words])) if words else 0.0
+
+
+def _fill(found: np.ndarray, hidden: np.ndarray) -> float:
+    """The share of a path's span that it covers (1 for a solid line), the columns where the
+    legend hid it left out."""
+    if not len(found):
+        return 0.0
+    span = np.zeros(len(hidden), dtype=bool)
+    span[found[0] : found[-1] + 1] = True
+    span[hidden] = False
+    span[found] = True
+    return float(len(found) / span.sum())
+
+
+def _follow(
+    box: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    colour: np.ndarray,
+    width: float,
+    hidden: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The most continuous path of `colour` (column indices and centre rows): followed as a
+    solid line, and as a dashed one where it covers less than SOLID_COVER of its span."""
+    found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=False)
+    if len(found) and _fill(found, hidden) < SOLID_COVER:
+        found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=True)
+    return found, centres
+
+
+def _erase(
+    box: np.ndarray,
+    background: np.ndarray,
+    colour: np.ndarray,
+    path: tuple[np.ndarray, np.ndarray],
+    first_row: float,
+) -> np.ndarray:
+    """Paint a path's ink in the box over with the background: in each of its columns, the run
+    of the colour's ink (down to ERASE_INK: its edges, a marker on it) that holds its centre,
+    and a pixel either side. Returns each column's run height in px."""
+    ink = series_ink(box, background, colour)[0] > ERASE_INK
+    heights = np.zeros(len(path[0]))
+    for index, (col, centre) in enumerate(zip(*path, strict=True)):
+        row = min(int(centre - first_row), len(ink) - 1)
+        up, down = np.flatnonzero(~ink[:row, col]), np.flatnonzero(~ink[row + 1 :, col])
+        top = up[-1] + 1 if len(up) else 0
+        bottom = row + 1 + down[0] if len(down) else len(ink)
+        box[max(top - 1, 0) : bottom + 1, col] = background
+        heights[index] = bottom - top
+    return heights
+
+
+def _apart(
+    path: tuple[np.ndarray, np.ndarray], taken: list[tuple[np.ndarray, np.ndarray]], width: float
+) -> bool:
+    """Whether a path lies clear of the paths already taken in its colour in most of its
+    columns: nearer, it is what erasing them left behind (a hollow marker's rim, an edge)."""
+    clear = np.ones(len(path[0]), dtype=bool)
+    for cols, centres in taken:
+        inside = (path[0] >= cols[0]) & (path[0] <= cols[-1])
+        gap = np.abs(path[1] - np.interp(path[0], cols, centres))
+        clear &= ~inside | (gap > APART * width + APART_PX)
+    return bool(clear.mean() >= APART_SHARE)
+
+
+def _marked(
+    path: tuple[np.ndarray, np.ndarray],
+    heights: np.ndarray,
+    width: float,
+    others: list[tuple[np.ndarray, np.ndarray]],
+) -> bool:
+    """Whether markers sit on a path: MIN_MARKS places at least where its ink is MARK_EXCESS
+    line widths taller than its slope makes it, none where another path of its colour passes."""
+    cols, centres = path
+    steps = np.abs(np.diff(centres, prepend=centres[:1], append=centres[-1:]))
+    tall = heights - width - np.maximum(steps[:-1], steps[1:]) >= MARK_EXCESS * width
+    for other_cols, other_centres in others:
+        near = np.abs(np.interp(cols, other_cols, other_centres) - centres) <= heights + width
+        tall &= ~(near & (cols >= other_cols[0]) & (cols <= other_cols[-1]))
+    return len(runs(tall)[0]) >= MIN_MARKS
+
+
+def _paths(
+    box: np.ndarray,
+    background: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    colour: np.ndarray,
+    width: float,
+    hidden: np.ndarray,
+) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+    """Each series of one colour (its columns, centre rows and whether it is marked); `hidden`:
+    the columns the legend covers (True), where a line may be missing.
+
+    Series of one colour differ in their lines' style (solid, dashed, dotted, with markers), so
+    pixels alone cannot say whose a pixel is; their paths can. The most continuous path is
+    followed, its ink painted over, and the next followed in what is left, until none is both
+    long and clear of the ones taken. A solid line is the most continuous, so it goes first,
+    whole, and a dashed or dotted one follows in its gaps; where two cross, the follower's cost
+    of a vertical jump keeps each on the line it came along. Dash patterns need not be measured,
+    nor markers be told from dashes, and a chart of one line per colour costs one more follow.
+    """
+    left = box.copy()
+    taken: list[tuple[np.ndarray, np.ndarray]] = []
+    heights = []
+    for _ in range(PER_COLOUR):
+        path = _follow(left, rows, cols, colour, width, hidden)
+        least = MIN_SPAN if not taken else FURTHER_SPAN  # a further one: not a noisy edge's bits
+        if len(path[0]) < least * len(cols) or not _apart(path, taken, width):
+            break
+        heights.append(_erase(left, background, colour, path, rows[0] - 0.5))
+        taken.append(path)
+    return [
+        (*path, _marked(path, height, width, taken[:index] + taken[index + 1 :]))
+        for index, (path, height) in enumerate(zip(taken, heights, strict=True))
+    ]
+
+
+def _names(traces: list[Trace], entries: list[Entry]) -> list[Trace]:
+    """The traces, each with the legend entry whose sample it is drawn like: colours within
+    SAME_COLOUR, then styles as near as can be, one entry a trace (linear_sum_assignment); a
+    trace no entry is like keeps none."""
+    if not traces or not entries:
+        return traces
+    cost = np.full((len(traces), len(entries)), UNLIKE)
+    for i, trace in enumerate(traces):
+        for j, entry in enumerate(entries):
+            far = float(np.linalg.norm(np.subtract(trace.colour, entry.colour)))
+            if far <= SAME_COLOUR:
+                style = abs(trace.fill - entry.fill) + MARK_COST * (trace.marked != entry.marked)
+                cost[i, j] = far / SAME_COLOUR + style
+    named = list(traces)
+    for i, j in zip(*linear_sum_assignment(cost), strict=True):
+        if cost[i, j] < UNLIKE:
+            named[i] = replace(traces[i], entry=int(j))
+    return named
+
+
+def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, list[Entry]]:
+    """Every series in the frame's box, as read from its pixels, how many colours fill areas
+    (bars) instead of drawing lines, and the legend's entries (none without a legend), each
+    trace naming the entry it is drawn like."""
     first_row, end_row, first_col, end_col = inner_box(frame, image.shape)
     if end_row - first_row < 4 or end_col - first_col < 4:
-        return [], 0
+        return [], 0, []
     box = image[first_row:end_row, first_col:end_col, :3].copy()
     background = plot_background(box)
     lines = _line_mask(frame, box, background, first_row, first_col)
     box[lines] = background.astype(np.uint8)  # the grid is no series' ink
+    found = colours(box, background, lines)[:MAX_SERIES]
+    widths = [_width(series_ink(box, background, colour)[0]) for colour in found]
+    size = _text_size(frame)
+    entries = find_legend(box, background, found, widths, size, (first_row, first_col))
+    hidden = np.zeros(box.shape[1], dtype=bool)
+    if entries:  # the legend is no series' ink: its samples and letters are taken out
+        left, top, right, bottom = legend_area(entries, size)
+        columns = slice(max(math.floor(left) - first_col, 0), max(math.ceil(right) - first_col, 0))
+        box[
+            max(math.floor(top) - first_row, 0) : max(math.ceil(bottom) - first_row, 0), columns
+        ] = background.astype(np.uint8)
+        hidden[columns] = True
+        found = colours(box, background, lines)[:MAX_SERIES]
+        widths = [_width(series_ink(box, background, colour)[0]) for colour in found]
     rows = np.arange(first_row, end_row) + 0.5
     cols = np.arange(first_col, end_col) + 0.5
     traces, filled = [], 0
-    for colour in colours(box, background, lines)[:MAX_SERIES]:
-        ink = series_ink(box, background, colour)[0]
-        width = _width(ink)
+    for colour, width in zip(found, widths, strict=True):
         if width > max(MAX_WIDTH_PX, MAX_WIDTH_SHARE * len(rows)):
             filled += 1  # a bar or a filled area, not a line
             continue
-        found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=False)
-        if len(found) and len(found) < SOLID_COVER * (found[-1] - found[0] + 1):
-            found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=True)
-        if len(found) < MIN_SPAN * len(cols):
-            continue
         colour_rgb = tuple(float(round(v)) for v in colour)
-        dashed = bool(len(found) < SOLID_COVER * (np.ptp(found) + 1))
-        traces.append(Trace(colour_rgb, width, dashed, cols[found], centres))
-    return traces, filled
+        for path, centres, marked in _paths(box, background, rows, cols, colour, width, hidden):
+            fill = _fill(path, hidden)
+            traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
+    return _names(traces[:MAX_SERIES], entries), filled, entries

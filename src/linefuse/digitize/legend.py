@@ -1,0 +1,182 @@
+"""A legend inside the plot box, from its pixels: its entries' line samples and the boxes of
+their texts.
+
+A legend entry is a short horizontal stroke of a series' colour (its sample: solid, dashed,
+dotted, or with a marker in its middle) and, level with it and a little to its right, its
+text. A curve's flat stretch is no sample: the curve goes on beyond the stretch's ends, a row or
+two up or down, while a sample's ends are bare. A legend stacks its entries, their samples
+starting at one column. The entries are found for each colour of ink before the series are
+followed, so that the legend can be taken out of the series' ink: the follower would take a
+sample, or letters in a series' colour, for part of a curve. Two entries at least make a
+legend: one stroke with a word beside it may be an annotation, and one series needs no name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+from linefuse.digitize.axes import distance, runs
+from linefuse.digitize.curves import DASH_GAP, series_ink
+
+SAMPLE_INK = 0.5  # coverage of a series' colour that a sample's pixel has
+MIN_SAMPLE = 1.5  # text heights (a digit's): the shortest sample (matplotlib's is 2 em, 2.7)
+MAX_SAMPLE = 6.0  # ... and the longest
+END_CLEAR = 2  # px beyond a sample's ends (and rows above and below it) that are bare
+TEXT_CONTRAST = 120.0  # RGB distance from the background: letters (a curve seen through a
+# legend's translucent face is fainter)
+TEXT_BAND = 0.9  # text heights above and below a sample's row that its text lies within
+TEXT_REACH = 2.0  # text heights from a sample's end within which its text starts
+TEXT_GAP = 1.2  # text heights of bare columns that end an entry's text
+ALIGN_PX = 2  # one legend's samples start this close
+SPACING = 4.0  # text heights: the most that one entry's row lies below the one above it
+MARKED = 2.5  # a sample's tallest column, in its usual column's heights: a marker on it
+PAD = 1.0  # text heights around the entries that the legend's frame and padding fill
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One legend entry: its sample's colour (0-255 RGB), the share of the sample's columns that
+    are inked (1 solid, less dashed or dotted), whether a marker sits on it, and the boxes of the
+    sample and of its text (left, top, right, bottom; continuous image pixels)."""
+
+    colour: tuple[float, float, float]
+    fill: float
+    marked: bool
+    sample: tuple[float, float, float, float]
+    text: tuple[float, float, float, float]
+
+
+def _strokes(ink: np.ndarray, gap: int, size: float) -> list[tuple[int, int, int, int]]:
+    """(top, bottom, start, end; ends exclusive) of the horizontal strokes of `ink`, gaps of at
+    most `gap` px bridged, a sample's length, rows of one stroke merged."""
+    bridged = ndimage.binary_closing(ink, structure=np.ones((1, gap + 1))) | ink
+    strokes: list[list[int]] = []
+    for row in np.flatnonzero(bridged.any(axis=1)):
+        for start, end in zip(*runs(bridged[row]), strict=True):
+            if not MIN_SAMPLE * size <= end - start <= MAX_SAMPLE * size:
+                continue
+            above = [s for s in strokes if s[1] == row and abs(s[2] - start) + abs(s[3] - end) <= 2]
+            if above:
+                above[0][1] = row + 1
+            else:
+                strokes.append([row, row + 1, start, end])
+    return [tuple(s) for s in strokes]
+
+
+def _bare_ends(ink: np.ndarray, stroke: tuple[int, int, int, int], gap: int) -> bool:
+    """Whether nothing of the stroke's colour lies just beyond either end, a row or two up or
+    down included (where a curve's flat stretch goes on)."""
+    top, bottom, start, end = stroke
+    rows = slice(max(top - END_CLEAR, 0), bottom + END_CLEAR)
+    reach = gap + END_CLEAR
+    return (
+        not ink[rows, max(start - reach, 0) : start].any()
+        and not ink[rows, end : end + reach].any()
+    )
+
+
+def _text_right(
+    text: np.ndarray, stroke: tuple[int, int, int, int], size: float
+) -> tuple[int, int, int, int] | None:
+    """(top, bottom, start, end; ends exclusive) of the letters level with a stroke and starting
+    a little right of it, up to a gap wider than a word's; None where there are none. A letter
+    reaches above or below the stroke's rows, where the stroke's last dash or dot, cut short,
+    does not."""
+    top, bottom, start, end = stroke
+    centre = (top + bottom) / 2
+    rows = slice(max(round(centre - TEXT_BAND * size), 0), round(centre + TEXT_BAND * size) + 1)
+    letters = text[rows, end:].copy()
+    letters[max(top - 1 - rows.start, 0) : bottom + 1 - rows.start] = False
+    columns = letters.any(axis=0)
+    inked = np.flatnonzero(columns[: round(TEXT_REACH * size)])
+    if not len(inked) or inked[0] == 0:
+        return None
+    first = last = int(inked[0])
+    gap = round(TEXT_GAP * size)
+    while last + 1 < len(columns) and columns[last + 1 : last + 1 + gap].any():
+        last += 1 + int(np.argmax(columns[last + 1 : last + 1 + gap]))
+    lines = np.flatnonzero(text[rows, end + first : end + last + 1].any(axis=1)) + rows.start
+    if lines[-1] + 1 - lines[0] < size / 2:
+        return None
+    return int(lines[0]), int(lines[-1]) + 1, end + first, end + last + 1
+
+
+def _entries_of(
+    box: np.ndarray,
+    background: np.ndarray,
+    colour: np.ndarray,
+    width: float,
+    size: float,
+    text: np.ndarray,
+    origin: tuple[int, int],
+) -> list[Entry]:
+    """Every stroke of `colour` in the box that looks like a legend sample with text beside it."""
+    ink = series_ink(box, background, colour)[0] >= SAMPLE_INK
+    gap = max(round(DASH_GAP * width), 2)
+    entries = []
+    for stroke in _strokes(ink, gap, size):
+        words = _text_right(text, stroke, size) if _bare_ends(ink, stroke, gap) else None
+        if words is None:
+            continue
+        top, bottom, start, end = stroke
+        inked = ink[max(top - 1, 0) : bottom + 1, start:end].any(axis=0)
+        centre = (top + bottom) // 2
+        band = slice(max(round(centre - TEXT_BAND * size), 0), round(centre + TEXT_BAND * size) + 1)
+        heights = ink[band, start:end].sum(axis=0)
+        usual = max(float(np.median(heights[heights > 0])), 1.0)
+        row, col = origin
+        entries.append(
+            Entry(
+                tuple(float(round(v)) for v in colour),
+                float(inked.mean()),
+                bool(heights.max() >= MARKED * usual),
+                (col + start, row + top, col + end, row + bottom),
+                (col + words[2], row + words[0], col + words[3], row + words[1]),
+            )
+        )
+    return entries
+
+
+def find_legend(
+    box: np.ndarray,
+    background: np.ndarray,
+    colours: list[np.ndarray],
+    widths: list[float],
+    size: float,
+    origin: tuple[int, int],
+) -> list[Entry]:
+    """The legend's entries, top to bottom, in the box (uint8 RGB, whose pixel (0, 0) is the
+    image's pixel `origin`), for the candidate series' colours and line widths; none where no two
+    entries stack as a legend's do. `size` is the height of the chart's text (a digit's)."""
+    text = distance(box, background) > TEXT_CONTRAST
+    found: list[Entry] = []
+    for colour, width in zip(colours, widths, strict=True):
+        for entry in _entries_of(box, background, colour, width, size, text, origin):
+            if all(abs(entry.sample[1] - e.sample[1]) > ALIGN_PX for e in found):
+                found.append(entry)  # a sample seen in two colours (its edges') is one entry
+    legends: list[list[Entry]] = []
+    for entry in sorted(found, key=lambda e: e.sample[1]):
+        for legend in legends:
+            below = entry.sample[1] - legend[-1].sample[1]
+            if abs(entry.sample[0] - legend[0].sample[0]) <= ALIGN_PX and below <= SPACING * size:
+                legend.append(entry)
+                break
+        else:
+            legends.append([entry])
+    return max([legend for legend in legends if len(legend) >= 2], key=len, default=[])
+
+
+def area(entries: list[Entry], size: float) -> tuple[float, float, float, float]:
+    """The legend's box (left, top, right, bottom; continuous image pixels): its entries and the
+    frame and padding around them."""
+    boxes = np.array([e.sample for e in entries] + [e.text for e in entries])
+    pad = PAD * size
+    return (
+        float(boxes[:, 0].min() - pad),
+        float(boxes[:, 1].min() - pad),
+        float(boxes[:, 2].max() + pad),
+        float(boxes[:, 3].max() + pad),
+    )

@@ -1,0 +1,97 @@
+"""linefuse.digitize: series of one colour told apart by their style, named from the legend."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import matplotlib
+import numpy as np
+import pytest
+
+from linefuse.digitize.chart import digitize
+from linefuse.digitize.outputs import csv_text
+
+from conftest import needs_tesseract
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+X = np.linspace(400, 700, 300)
+Y_RANGE = 150.0  # the y axis's span, 0 to 150
+
+
+def _curves(count: int) -> list[np.ndarray]:
+    """`count` curves, each a peak on its own baseline, crossing one another."""
+    peaks = [(460, 20), (575, 25), (520, 15)]
+    return [
+        20 + 30 * k + 50 * np.exp(-(((X - c) / w) ** 2)) for k, (c, w) in enumerate(peaks[:count])
+    ]
+
+
+def _chart(styles: list[dict], names: list[str] | None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A 4 x 3 in chart at 100 dpi in DejaVu Sans, every series black, each drawn with its style
+    (plot keywords), with a legend of `names` in its upper right corner when given."""
+    curves = _curves(len(styles))
+    with plt.rc_context({"font.family": "DejaVu Sans"}):
+        figure, ax = plt.subplots(figsize=(4.0, 3.0), dpi=100)
+        for k, (style, y) in enumerate(zip(styles, curves, strict=True)):
+            ax.plot(X, y, color="black", label=names[k] if names else None, **style)
+        ax.set_xlim(400, 700)
+        ax.set_ylim(0, Y_RANGE)
+        if names:
+            ax.legend(loc="upper right")
+        figure.tight_layout()
+        figure.canvas.draw()
+        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+        plt.close(figure)
+    return pixels, curves
+
+
+def _errors(result, curves: list[np.ndarray]) -> list[float]:
+    """Each series' median |y read - y true| against the curve drawn, in % of the y range."""
+    return [
+        100 * float(np.median(np.abs(s.y - np.interp(s.x, X, y)))) / Y_RANGE
+        for s, y in zip(result.series, curves, strict=True)
+    ]
+
+
+def _by_name(result, names: list[str], curves: list[np.ndarray]) -> list[np.ndarray]:
+    """The curves in the order of the series read, by the names read."""
+    return [curves[names.index(s.name)] for s in result.series]
+
+
+@needs_tesseract
+@pytest.mark.parametrize(
+    "styles, names",
+    [
+        ([{"linestyle": "-"}, {"linestyle": "--"}], ["sample", "reference"]),
+        (
+            [{"linestyle": "-"}, {"linestyle": "--"}, {"linestyle": ":"}],
+            ["sample", "reference", "blank"],
+        ),
+        ([{"linestyle": "-"}, {"marker": "o", "markevery": 25}], ["fit", "measured data"]),
+    ],
+    ids=["solid-dashed", "solid-dashed-dotted", "solid-marked"],
+)
+def test_series_of_one_colour_are_told_apart_and_named_from_the_legend(styles, names):
+    pixels, curves = _chart(styles, names)
+    result = digitize(pixels)
+    assert sorted(s.name for s in result.series) == sorted(names)
+    errors = _errors(result, _by_name(result, names, curves))
+    assert max(errors) < 2.0, errors
+    assert all(np.ptp(s.x) > 250 for s in result.series)  # of 300 nm: no legend's sample
+    rows = list(csv.DictReader(io.StringIO(csv_text(result))))
+    assert {row["series"] for row in rows} == set(names)
+
+
+@needs_tesseract
+def test_without_a_legend_the_series_keep_their_indices():
+    pixels, curves = _chart([{"linestyle": "-"}, {"linestyle": "--"}], None)
+    result = digitize(pixels)
+    assert [s.name for s in result.series] == [None, None] and not result.legend
+    solid, dashed = result.series
+    assert not solid.dashed and dashed.dashed
+    assert max(_errors(result, curves)) < 2.0
+    rows = list(csv.DictReader(io.StringIO(csv_text(result))))
+    assert {row["series"] for row in rows} == {"0", "1"}
