@@ -155,8 +155,8 @@ def test_default_data_is_unchanged(tmp_path):
 
 # sha256 of what `generate` writes for the first 9 charts of params.yaml's data.charts as it is:
 # the default data `make repro` draws, matplotlib's, plotnine's and Vega-Lite's charts among them
-# (charts 2, 5 and 6 with a descending x, 2 with a log y, 5 and 6 with an offset y). A change to any library's drawing, the
-# plan or the sidecars shows here first.
+# (charts 2, 5 and 6 with a descending x, 2 with a log y, 5 and 6 with an offset y). A change to
+# any library's drawing, the plan or the sidecars shows here first.
 DEFAULT_THREE_LIBRARY_SHA256 = {
     "chart_00000.csv": "bafec1ca743e216de233c262a3040e5ab66711de2d47a94c97c42c7964c1180c",
     "chart_00000.json": "d170c368058137c6a9a9c83b8a381173f1b8cfc00982aed60c8091b3bfb7f3f6",
@@ -173,12 +173,12 @@ DEFAULT_THREE_LIBRARY_SHA256 = {
     "chart_00004.csv": "e75d069eadfef7ef13ad82e9e9bee13874a2105138a38e787d3f91862f9667c3",
     "chart_00004.json": "125d69ebbe3e9c46c837cccba413d4d0f25e308734d8f0c50385b27f8fb468c0",
     "chart_00004.png": "52ee4aa80afd800443fd71d3800a75ac207443f543666924dce9b31eda8f32d4",
-    "chart_00005.csv": "29268b0cdd60e53b4f877a4e772f955dda8faa0049a9af049b6ff48bd4aa8d7a",
-    "chart_00005.json": "5f4f24fa1e027388c5d324b8d93c44d351d7d3060f654febed95dad84a76cb14",
-    "chart_00005.png": "02a85272198baf68631bb9e3b2e3a46df4405559647d318ea338a16352181548",
-    "chart_00006.csv": "0bb87eaf59ecaf8eef3bbed70e8e1dbba78c45fc9fd70d869d9eee9f96a12997",
-    "chart_00006.json": "ab06bd68d785679eb7d20547a1bf89c08edc4dee0b6694dd84e57b1e34979231",
-    "chart_00006.png": "8cf40a9ebd5c89d364a384abb3d64bc4be4be842e5e3d73b3f816db3cad16bb9",
+    "chart_00005.csv": "c4e2d1891ac3afb778cd343f38f61e748316948f31ae92caa19ae2f9308fcb8e",
+    "chart_00005.json": "dc2912caab593b3c9e0583171509b580211e8210b15de8e06c38f461349e9a4b",
+    "chart_00005.png": "098392cded2bf8ddf4edf3956d3f84ca75d0db7f574030bdbcfce51f8164c76c",
+    "chart_00006.csv": "b518e80ee67faa3eab75c6356df306b505b0b11ed7a9e17c5915689e40f95877",
+    "chart_00006.json": "2e8a97393d78b1e7f6ce0578bfa486351cf4ed7a596a6975724887744cf3a660",
+    "chart_00006.png": "a5c7cc7124fadca0037a4e1769bde7f2a763e1efbd1efa376ce34a0e50a9f047",
     "chart_00007.csv": "7f0c7fe68496c1d59081f819a424fddaef4bb36420a7fa27f6beacdcd3c3523e",
     "chart_00007.json": "b9081874539019c8642c750b2d92b729154207d56db7378211dcfdfa66bcbc77",
     "chart_00007.png": "cbb90c1470e007dc1a0f3377514944d2a8a923d12d7043093d78bcc9d1dc4cd9",
@@ -698,15 +698,15 @@ def test_the_axis_knobs_draw_what_the_sidecar_says_and_the_base_keeps_its_recipe
     assert np.log10(y_top / y_bottom) >= 2  # decades, as planned
     left, top, right, bottom = sidecar["plot_box"]
     for label in sidecar["tick_labels"]:
-        l, t, r, b = label["box"]
+        box_left, box_top, box_right, box_bottom = label["box"]
         if label["axis"] == "x":
             value = float(label["text"].replace("\u2212", "-"))
             at = left + (value - x_left) / (x_right - x_left) * (right - left)
-            assert abs((l + r) / 2 - at) < 2.0, label
+            assert abs((box_left + box_right) / 2 - at) < 2.0, label
         else:  # matplotlib's 10^n: $\mathdefault{10^{n}}$
             power = int(label["text"].split("{")[-1].rstrip("}$").replace("\u2212", "-"))
             share = (power - np.log10(y_bottom)) / np.log10(y_top / y_bottom)
-            assert abs((t + b) / 2 - (bottom - share * (bottom - top))) < 2.0, label
+            assert abs((box_top + box_bottom) / 2 - (bottom - share * (bottom - top))) < 2.0, label
     params = parse_params(tiny_params())
     assert all(getattr(base_chart_params(params), knob) == 0.0 for knob in AXIS_KNOBS)
     raw = tiny_params()

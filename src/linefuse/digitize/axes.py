@@ -33,6 +33,7 @@ MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
 MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
 EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
 POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
+RAISED = 0.7  # of a word's height from its top: an exponent's glyphs end above this
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
 TICK_ROWS = 2  # px under the box's bottom edge that an outward x tick mark fills at least
 TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, not tick marks
@@ -60,6 +61,23 @@ class Word:
         return None
 
     @property
+    def exponent(self) -> tuple[float, float, float, float] | None:
+        """The box of its exponent, as in 10² (matplotlib's log labels): the glyphs after a
+        full-height one that all end in the word's upper part (RAISED), or None."""
+        left, top, _, bottom = self.box
+        raised = [g[3] <= top + RAISED * (bottom - top) for g in self.glyphs]
+        first = raised.index(True) if True in raised else 0
+        if first == 0 or not all(raised[first:]):
+            return None
+        exponent = self.glyphs[first:]
+        return (
+            float(min(g[0] for g in exponent)),
+            float(top),
+            float(max(g[2] for g in exponent)),
+            float(max(g[3] for g in exponent)),
+        )
+
+    @property
     def centre(self) -> tuple[float, float]:
         left, top, right, bottom = self.box
         return (left + right) / 2, (top + bottom) / 2
@@ -77,6 +95,7 @@ class Frame:
     line_cols: np.ndarray
     x_words: list[Word]
     y_words: list[Word]
+    y_offset: Word | None = None  # the word where a y axis's multiplier is written (1e6)
 
 
 def background(image: np.ndarray) -> np.ndarray:
@@ -327,6 +346,25 @@ def _tick_mark(glyph: tuple[int, int, int, int], pad_end: float) -> bool:
     return glyph[2] - glyph[0] <= THIN and glyph[1] < pad_end
 
 
+def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
+    """The word just above the box that starts at its left edge, where matplotlib writes a y
+    axis's multiplier (1e6): in the line of text nearest above the box, the word starting
+    within a glyph's height of the box's left edge; None when there is none."""
+    left, top = int(round(box[0])), int(round(box[1]))
+    glyphs = [
+        g for g in _glyphs(text) if g[3] <= top and MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX
+    ]
+    if not glyphs:
+        return None
+    size = float(np.median([g[3] - g[1] for g in glyphs]))
+    near = [g for g in glyphs if g[3] >= top - LABEL_REACH * size]
+    if not near:
+        return None
+    line = max(_lines_of(near), key=lambda line: max(g[3] for g in line))  # nearest the box
+    word = min(_words(line, WORD_GAP * size), key=lambda w: abs(w.box[0] - left))
+    return word if abs(word.box[0] - left) <= size else None
+
+
 def _evenly_spaced(centres: list[float]) -> bool:
     """Whether three or more positions are evenly spaced, as ticks are."""
     steps = np.diff(np.sort(centres))
@@ -381,7 +419,8 @@ def find_frame(image: np.ndarray) -> Frame | None:
     if box is not None:
         x_words, y_words = _label_words(far > TEXT_INK, box, far > INK)
         if x_words and y_words:
-            return Frame(bg, box, rows, cols, x_words, y_words)
+            offset = _offset_word(far > TEXT_INK, box)
+            return Frame(bg, box, rows, cols, x_words, y_words, offset)
     x_words, y_words = _labels_alone(far > TEXT_INK)
     if not x_words or not y_words:
         if box is None:

@@ -50,6 +50,9 @@ SUPERSCRIPT = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207
 SUPERSCRIPTS = str.maketrans(SUPERSCRIPT, "0123456789-+")
 # matplotlib's 10 with a superscript exponent (10^-3 ... 10^9), read as one word: 103, 10-3
 READ_POWER = re.compile(r"10(-?\d)")
+EXPONENT = re.compile(r"-?\d{1,3}")  # an exponent read alone
+MULTIPLIER = re.compile(r"1e[-+]?\d{1,2}")  # matplotlib's offset text: 1e6, 1e-5
+MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
 PLAIN = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)")
@@ -90,6 +93,15 @@ class Axis:
     residual: float = 0.0
     confidence: float = 0.0
 
+    def times(self, multiplier: float) -> Axis:
+        """This axis with its labels' values times `multiplier` (a linear axis whose labels are
+        in millions: 1e6 written beside them); its ticks keep the text read."""
+        if multiplier == 1.0 or self.scale != "linear":
+            return self
+        scaled = [replace(t, value=t.value * multiplier) for t in self.used]
+        rejected = [replace(t, value=t.value * multiplier) for t in self.rejected]
+        return replace(self, slope=self.slope / multiplier, used=scaled, rejected=rejected)
+
     def value(self, pixel: np.ndarray | float) -> np.ndarray:
         """Data values at pixel positions along the axis (continuous pixels)."""
         mapped = (np.asarray(pixel, dtype=float) - self.offset) / self.slope
@@ -122,7 +134,7 @@ def parse(text: str) -> float | None:
     if THOUSANDS.fullmatch(clean):
         clean = clean.replace(",", "")
     if power := POWER.fullmatch(clean):
-        return 10.0 ** int(power.group(1)) if abs(int(power.group(1))) <= 300 else None
+        return 10.0 ** int(power.group(1)) if abs(int(power.group(1))) <= MAX_EXPONENT else None
     try:
         value = float(clean)
     except ValueError:
@@ -150,8 +162,9 @@ def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
 def read_ticks(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None] | None = None
 ) -> list[tuple[list[Tick], list[Tick]]]:
-    """The x and y ticks of each (image, frame), all read in as few Tesseract calls as a page
-    allows. Each word is read once per darkening (GAMMAS) and each distinct number
+    """The x and y ticks of each (image, frame) and the multiplier its y labels are in (1 but
+    where an offset text says otherwise: _multiplier), all read in as few Tesseract calls as a
+    page allows. Each word is read once per darkening (GAMMAS) and each distinct number
     read is a candidate tick: the fit keeps at most one per word, the one that agrees. A word
     with no number read is a tick with a NaN value (reported as rejected). `inputs`: for each
     item, the blurred chart it was restored from (of its size) or None; the label reader reads
@@ -159,11 +172,12 @@ def read_ticks(
     lines = []
     for image, frame in items:
         gray = Image.fromarray(ink_page(image, frame)).convert("L")
-        lines += [
-            line
-            for word in frame.x_words + frame.y_words
-            for line in label_lines(gray, word.box, GAMMAS)
-        ]
+        for word in frame.x_words + frame.y_words:
+            lines += label_lines(gray, word.box, GAMMAS)
+            if word.exponent is not None:  # read alone too: on the word's line it is misread
+                lines += label_lines(gray, word.exponent, GAMMAS)
+        if frame.y_offset is not None:
+            lines += label_lines(gray, frame.y_offset.box, GAMMAS)
     read = []
     for first in range(0, len(lines), MAX_LINES):
         read += [text for text, _ in read_page(lines[first : first + MAX_LINES])]
@@ -177,6 +191,10 @@ def read_ticks(
                 texts = read[first : first + variants]
                 first += variants
                 ticks += _candidates(axis, index, word, texts)
+                if word.exponent is not None:
+                    exponents = read[first : first + variants]
+                    first += variants
+                    ticks += _exponent_readings(exponents, ticks[-1])
                 ticks += [
                     replace(tick, by_label_reader=True)
                     for tick in _candidates(axis, index, word, next(crnn))
@@ -184,8 +202,21 @@ def read_ticks(
                 ]
             ticks = _separators_read_as_points(ticks)
             axes.append(ticks + _points_dropped(ticks))
-        found.append((axes[0], axes[1]))
+        multiplier = 1.0
+        if frame.y_offset is not None:
+            multiplier = _multiplier(read[first : first + variants])
+            first += variants
+        found.append((axes[0], axes[1], multiplier))
     return found
+
+
+def _multiplier(texts: list[str]) -> float:
+    """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
+    its readings (the first that is one); 1 when none is."""
+    for text in texts:
+        if MULTIPLIER.fullmatch(clean := normalise(text)):
+            return float(parse(clean))
+    return 1.0
 
 
 @cache
@@ -320,6 +351,17 @@ def _power_readings(texts: list[str], where: Tick) -> list[Tick]:
         if (power := READ_POWER.fullmatch(normalise(text).rstrip(".")))
     }
     return [replace(where, value=10.0**n, text=f"10^{n}", power=True) for n in sorted(exponents)]
+
+
+def _exponent_readings(texts: list[str], where: Tick) -> list[Tick]:
+    """A power's exponent read alone (Word.exponent): each integer read is the candidate 10^n
+    at `where`, for log fits only (Tick.power), its text 10^n."""
+    exponents = {int(clean) for text in texts if EXPONENT.fullmatch(clean := normalise(text))}
+    return [
+        replace(where, value=10.0**n, text=f"10^{n}", power=True, by_label_reader=False)
+        for n in sorted(exponents)
+        if abs(n) <= MAX_EXPONENT
+    ]
 
 
 def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:

@@ -95,6 +95,7 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
         if axis is None:
             read = ", ".join(repr(t.text) for t in found) or "nothing"
             raise Unreadable(f"unreadable {name} tick labels: read {read}, no two agree")
+    y_axis = y_axis.times(ticks[2])
     traces, filled, legend = trace_series(pixels, frame)
     if not traces:
         shapes = " (it holds filled shapes: bars or areas)" if filled else ""

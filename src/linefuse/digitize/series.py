@@ -39,6 +39,8 @@ EDGE_SHARE = 0.6  # of a colour's core pixels beside a stronger colour's: it is 
 MAX_WIDTH_PX = 10.0  # a line is thinner than this and than MAX_WIDTH_SHARE of the box's height:
 MAX_WIDTH_SHARE = 0.08  # wider ink in most columns is a bar or a filled area
 LINE_TINT = INK  # a grid line differs from the plot background by this much
+DOT_SPAN = 0.8  # of the box's width: a dotted grid line spans it ...
+DOT_GAP = 6  # ... with gaps of at most this many px between its dots
 EDGE_INK = 0.25  # coverage beyond which a pixel belongs to a stroke when strokes are counted
 PER_COLOUR = 3  # series of one colour, told apart by style: solid, dashed, dotted or marked
 ERASE_INK = 0.1  # coverage down to which a path taken is painted over: its anti-aliased edges
@@ -53,6 +55,8 @@ MARK_EXCESS = 2.0  # line widths: a column's ink this much taller than the line'
 MIN_MARKS = 4  # markers that make a line marked (two lines of one colour cross only a few times)
 MARK_COST = 0.5  # of matching a legend sample to a series: a marker on one and not the other
 UNLIKE = 1e6  # the cost of matching a legend sample to a series of another colour
+BLEND_TINT = 40.0  # RGB distance off the segment between two colours of a blend of them
+SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,24 @@ def _line_mask(
                     mask[index, :] = True
                 else:
                     mask[:, index] = True
+    ink = distance(box, background) > LINE_TINT
+    mask[_dotted(ink), :] = True
+    mask[:, _dotted(ink.T)] = True
     return mask
+
+
+def _dotted(ink: np.ndarray) -> np.ndarray:
+    """The rows of `ink` that hold a dotted or dashed grid line, which the frame's lines (solid
+    runs) miss: inked across DOT_SPAN of the box with no gap wider than DOT_GAP px. A curve
+    leaves any one row for its peaks."""
+    width = ink.shape[1]
+    found = []
+    for row in np.flatnonzero(ink.sum(axis=1) >= DOT_SPAN * width / (DOT_GAP + 1)):
+        inked = np.flatnonzero(ink[row])
+        gaps = np.diff(inked) - 1
+        if inked[-1] - inked[0] >= DOT_SPAN * width and gaps.max(initial=0) <= DOT_GAP:
+            found.append(row)
+    return np.array(found, dtype=int)
 
 
 def colours(box: np.ndarray, background: np.ndarray, lines: np.ndarray) -> list[np.ndarray]:
@@ -348,4 +369,49 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
         for path, centres, marked in _paths(box, background, rows, cols, colour, width, hidden):
             fill = _fill(path, hidden)
             traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
-    return _names(traces[:MAX_SERIES], entries), filled, entries
+    return _names(_without_shadows(traces, background)[:MAX_SERIES], entries), filled, entries
+
+
+def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]:
+    """The traces but those that are another's shadow: a paler colour that is a blend of a
+    stronger trace's with the background (its anti-aliased edges) or of two stronger traces'
+    (where they overlap), whose path runs along such a trace's (within APART line widths or
+    APART_PX) in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
+    line where a noisy or thin line has more edge pixels than core, or two lines share a
+    stretch; a series of its own runs apart from any line whose blend it looks like."""
+    strength = [float(distance(np.array(t.colour), background)) for t in traces]
+    order = np.argsort(strength)[::-1]  # strongest first: a shadow is paler than its line
+    kept: list[Trace] = []
+    for index in order:
+        trace = traces[index]
+        ends = [(background, np.array(k.colour)) for k in kept]
+        ends += [(np.array(a.colour), np.array(b.colour)) for a in kept for b in kept if a is not b]
+        lines = [k for k in kept if _blend_of(np.array(trace.colour), *(background, k.colour))]
+        blended = any(_blend_of(np.array(trace.colour), *pair) for pair in ends)
+        if blended and any(_along(trace, k) for k in (lines or kept)):
+            continue
+        kept.append(trace)
+    return [t for t in traces if any(t is k for k in kept)]
+
+
+def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
+    """Whether `colour` lies between two colours, within BLEND_TINT of the segment joining them."""
+    one, other = np.asarray(one, dtype=float), np.asarray(other, dtype=float)
+    span = other - one
+    along = float(np.dot(colour - one, span) / max(np.dot(span, span), 1e-9))
+    off = np.linalg.norm(colour - (one + np.clip(along, 0.0, 1.0) * span))
+    return 0.0 <= along <= 1.0 and off <= BLEND_TINT
+
+
+def _along(trace: Trace, line: Trace) -> bool:
+    """Whether `trace`'s path runs along `line`'s in SHADOW_SHARE of its columns."""
+    inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
+    if not inside.any():
+        return False
+    at = trace.columns[inside]
+    # the rows the line's stroke spans in a column: a steep stretch spans many
+    spans = np.stack([np.interp(at + step, line.columns, line.rows) for step in (-1, 0, 1)])
+    reach = max(APART * line.linewidth_px, APART_PX)
+    rows = trace.rows[inside]
+    near = (rows >= spans.min(axis=0) - reach) & (rows <= spans.max(axis=0) + reach)
+    return bool(near.sum() >= SHADOW_SHARE * len(trace.columns))

@@ -114,6 +114,7 @@ class ChartParams(Strict):
     descending_x_prob: Probability  # x from high to low, in wavenumbers, as IR spectra are drawn
     log_y_prob: Probability  # y on a log scale over decades, labelled as each library labels one
     offset_y_prob: Probability  # intensities in millions: a library writes an offset or powers
+
     @field_validator("families")
     @classmethod
     def _known_styles(cls, families: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -51,7 +51,7 @@ DECIMALS = 6  # CSV values; the figure plots the rounded values, so the CSV is w
 WAVENUMBERS = ((400.0, 800.0), (3000.0, 4000.0))  # a descending x's low and high ends, cm-1
 DECADES = (2.0, 5.0)  # a log y's span
 LOG_LOWEST = (-1, 2)  # the power of ten a log y starts at: 6 decimals keep 5 digits at 0.1
-OFFSET_POWERS = (6, 7)  # an offset y's intensities times one of these powers of ten
+OFFSET_POWERS = (6, 7)  # an offset y's tallest intensity is one of these powers of ten
 
 
 def make_spectrum(
@@ -235,7 +235,8 @@ class AxesPlan:
     def on_axes(self, table: np.ndarray) -> np.ndarray:
         """`table` as these axes draw it: a descending x's wavelength grid stretched onto its
         wavenumbers; a log y's intensities exponentiated over its decades (the spectrum's
-        shape kept, its lowest point at 10**lowest); an offset y's scaled. Rounded to DECIMALS."""
+        shape kept, its lowest point at 10**lowest); an offset y's scaled to a power of ten.
+        Rounded to DECIMALS."""
         if not (self.x_descending or self.y_log or self.power):
             return table
         x, curves = table[:, 0], table[:, 1:]
@@ -245,7 +246,8 @@ class AxesPlan:
         if self.y_log:
             bottom, top = curves.min(), curves.max()
             curves = 10.0 ** (self.lowest + self.decades * (curves - bottom) / (top - bottom))
-        curves = curves * 10.0**self.power
+        elif self.power:  # its tallest point at 10**power: matplotlib writes 1e6 above the axis
+            curves = curves / np.abs(curves).max() * 10.0**self.power
         return np.round(np.column_stack([x, curves]), DECIMALS)
 
 
