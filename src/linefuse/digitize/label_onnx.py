@@ -10,7 +10,6 @@ The graph takes grey crops (N, 1, height, width) in [-1, 1], any N, and gives th
 
 from __future__ import annotations
 
-import os
 import warnings
 from functools import cache
 from pathlib import Path
@@ -24,9 +23,11 @@ from linefuse.digitize.label_crops import crop_labels
 
 ONNX_FILE = "model.onnx"
 OPSET = 17  # what ONNX Runtime 1.17 and later run, as the restorer's export
-# threads a session splits a chart's crops over, at most: two read a chart's 32 crops in 10.5 ms
-# where one took 16 (2-core AMD EPYC, AVX2); a few dozen crops leave little for more to share
-MAX_THREADS = 2
+# one thread reads a chart's 32 crops in 16 ms where two took 10.5 on an idle 2-core AMD EPYC
+# (AVX2), but 74 ms where two took 93 with both cores busy, as they are beside evaluate's forked
+# scorers, Tesseract or a server's restoration: a small share of digitizing a chart either way,
+# and one thread's sums are the same in every worker
+THREADS = 1
 
 
 def export_reader(folder: Path) -> Path:
@@ -66,7 +67,7 @@ def _session():
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = min(MAX_THREADS, os.cpu_count() or 1)
+    options.intra_op_num_threads = options.inter_op_num_threads = THREADS
     graph = paths.zoo_model(paths.DIGITIZE_READER) / ONNX_FILE
     return onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
