@@ -4,24 +4,26 @@ interpreter per run, and whether torch or diffusers loaded on the way.
 Each run digitizes chart_00039.png of tests/digitize/fixtures/ (a sharp default chart) in a
 folder holding only it and params.yaml, as the console script does (linefuse.cli.main),
 then names the model libraries the interpreter imported. Runs alternate between this tree's code
-and, with --before, another checkout's src/ (the code before a change), in two settings: the
+and, with --before, the src/ of another commit (the code before a change), in two settings: the
 bytecode as this machine leaves it (PYTHONDONTWRITEBYTECODE=1 and a venv with no __pycache__:
 every start compiles numpy, pydantic and the rest from source) and cached (PYTHONPYCACHEPREFIX,
 as `pip install` leaves a venv; one untimed run fills it). The report names the machine and its
 load: benchmarks/results/digitize-start.json.
 
-    python benchmarks/digitize_start.py [--runs 5] [--before ../main/src] [--out FILE]
+    python benchmarks/digitize_start.py [--runs 5] [--before COMMIT] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -67,14 +69,24 @@ def _summary(runs: list[tuple[float, list[str]]]) -> dict:
     }
 
 
-def _commit(src: Path) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    dirty = subprocess.run(
-        ["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True
-    )
-    return done.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+def _git(*argv: str) -> bytes:
+    return subprocess.run(["git", "-C", str(REPO), *argv], capture_output=True, check=True).stdout
+
+
+def _source(before: str | None, scratch: Path) -> tuple[dict, dict]:
+    """({name: src folder}, {name: commit}): this tree, and commit `before`'s src/ unpacked."""
+    dirty = _git("status", "--porcelain", "--", "src").strip()
+    folders = {"this": REPO / "src"}
+    commits = {
+        "this": _git("rev-parse", "--short", "HEAD").decode().strip()
+        + ("+changes" if dirty else "")
+    }
+    if before:
+        with tarfile.open(fileobj=io.BytesIO(_git("archive", before, "src"))) as archive:
+            archive.extractall(scratch / "before", filter="data")
+        folders["before"] = scratch / "before" / "src"
+        commits["before"] = _git("rev-parse", "--short", before).decode().strip()
+    return folders, commits
 
 
 def main() -> None:
@@ -82,18 +94,17 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each code and setting")
-    parser.add_argument("--before", type=Path, help="another checkout's src/ to compare with")
+    parser.add_argument("--before", help="a commit whose code to compare with")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/digitize-start.json")
     args = parser.parse_args()
-    codes = {"this": REPO / "src"} | ({"before": args.before.resolve()} if args.before else {})
     report = {
         "machine": machine_summary(),
         "chart": CHART.relative_to(REPO).as_posix(),
-        "code": {name: _commit(src) for name, src in codes.items()},
         "load_average": {"before": round(os.getloadavg()[0], 2)},
         "bar": "wall <= 1.5 s, no torch imported",
     }
     with tempfile.TemporaryDirectory() as scratch:
+        codes, report["code"] = _source(args.before, Path(scratch))
         folder, cache = Path(scratch) / "project", Path(scratch) / "pycache"
         folder.mkdir()
         shutil.copy(CHART, folder / "chart.png")
