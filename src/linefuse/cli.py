@@ -87,7 +87,9 @@ def run_base_land(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
-    """label-reader and digitize-reader: the reader their params.yaml section describes."""
+    """label-reader and digitize-reader: the reader their params.yaml section describes; the
+    digitize-reader also as the ONNX graph digitize reads with."""
+    from linefuse.digitize.label_onnx import export_reader
     from linefuse.evaluate.label_reader_card import score_reader, write_scores_and_card
     from linefuse.train.label_reader_training import train_label_reader
 
@@ -99,6 +101,8 @@ def run_label_reader(params: Params, args: argparse.Namespace) -> None:
         scores = score_reader(reader, params, cfg, args.workers)
         with atomic_dir(folder) as tmp:
             reader.save_pretrained(tmp)
+            if section == "digitize_reader":
+                export_reader(tmp)
             write_scores_and_card(params, section, tmp, metrics, scores)
         written.append(folder)
 

@@ -46,6 +46,7 @@ LAUNCH = (
 DATA_FILES = {
     "linefuse.train.model": ("src/linefuse/train/configs", "src/linefuse/zoo"),
     "linefuse.digitize.label_reader": ("src/linefuse/zoo",),
+    "linefuse.digitize.label_onnx": ("src/linefuse/zoo",),
     "linefuse.report.report": (
         "src/linefuse/report/index.html.j2",
         "src/linefuse/report/report.css",

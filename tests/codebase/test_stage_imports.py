@@ -1,5 +1,6 @@
-"""Every stage imports only what it runs: the data stages never torch, and pretrain copying the
-shipped base none of torch, diffusers or accelerate; each checked in a fresh interpreter."""
+"""Every stage imports only what it runs: the data stages never torch, pretrain copying the
+shipped base none of torch, diffusers or accelerate, and digitizing without restoring (the
+command and the service's /digitize) none of them either; each checked in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from linefuse.params.full import parse_params
 from linefuse.paths import CONFIG_FILE, WEIGHTS_FILE
 from linefuse.train.pretrain import pretrain_job, widen_base
 
-from conftest import tiny_params, write_params
+from conftest import ROOT, needs_tesseract, tiny_params, write_params
 
 HEAVY = ("torch", "diffusers", "accelerate", "peft", "webdataset")  # webdataset imports torch
 SHIPPED = paths.zoo_model("chart-base")
+CHART = ROOT / "tests/digitize/fixtures/chart_00039.png"
 # runs the code, then prints which of HEAVY the interpreter imported on the way
 REPORT = "\nimport json, sys\nprint(json.dumps([m for m in {heavy} if m in sys.modules]))\n"
 
@@ -50,14 +52,17 @@ def test_the_data_stages_import_no_torch(stage):
 
 @pytest.mark.parametrize("stage", ["pretrain", "train", "train_domains"])
 def test_training_loads_no_chart_reader(stage):
-    """Training's text term reads labels with the label reader; the chart reader (frames, tick
-    fits, series) must not load with it, or changing how charts are read would retrain the model
-    (each module a stage imports is one of its dvc.yaml deps)."""
+    """Training's text term reads labels with the label reader (and its crops' geometry,
+    label_crops); the chart reader (frames, tick fits, series) must not load with it, or changing
+    how charts are read would retrain the model (each module a stage imports is one of its
+    dvc.yaml deps)."""
     code = f"import linefuse.stages.{stage}\nfrom linefuse.train import step\nimport sys\n"
     code += "print([m for m in sorted(sys.modules) if m.startswith('linefuse.digitize.')])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "['linefuse.digitize.label_reader']"
+    assert (
+        done.stdout.strip() == "['linefuse.digitize.label_crops', 'linefuse.digitize.label_reader']"
+    )
 
 
 def test_index_and_shard_run_without_torch(tiny_project, tmp_path):
@@ -123,3 +128,38 @@ def test_pretrain_copies_the_shipped_base_without_torch_as_save_base_writes_it(t
     logged = json.loads((project / paths.train_logs("pretrain") / "copied.json").read_text())
     assert (logged["trainable_params"], logged["total_params"]) == counts
     assert json.loads((project / paths.train_metrics("pretrain")).read_text()) == logged
+
+
+@needs_tesseract
+def test_digitize_without_restoring_imports_no_model_library(tmp_path):
+    """`linefuse digitize --no-restore` reads its tick labels on ONNX Runtime (label_onnx), so
+    none of HEAVY loads, and it starts without torch's seconds."""
+    shutil.copy(ROOT / paths.PARAMS, tmp_path / paths.PARAMS)
+    code = (
+        "import sys\n"
+        "from linefuse.cli import main\n"
+        f"assert main(['digitize', {str(CHART)!r}, '--no-restore', '--out', 'out']) == 0\n"
+        "assert 'onnxruntime' in sys.modules  # the label reader read the chart's labels\n"
+    )
+    assert _imported(code, cwd=tmp_path) == []
+    assert (tmp_path / "out" / CHART.with_suffix(".csv").name).is_file()
+
+
+@needs_tesseract
+def test_the_services_digitize_without_restoring_imports_no_model_library(tmp_path):
+    """The service with no adapter to load (so no restorer) answers POST /digitize?restore=false
+    with none of HEAVY loaded, before or after."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from fastapi.testclient import TestClient\n"
+        "from linefuse.params.full import load_params\n"
+        "from linefuse.serve.app import create_app\n"
+        f"params = load_params({str(ROOT / paths.PARAMS)!r})\n"
+        "client = TestClient(create_app(params, Path('no-adapters'), 'cpu'))\n"
+        f"upload = {{'file': ('chart.png', Path({str(CHART)!r}).read_bytes())}}\n"
+        "answer = client.post('/digitize', params={'restore': 'false'}, files=upload)\n"
+        "assert answer.status_code == 200, answer.text\n"
+        "assert answer.text.startswith('series,x,y') and 'onnxruntime' in sys.modules\n"
+    )
+    assert _imported(code, cwd=tmp_path) == []

@@ -24,6 +24,7 @@ from scipy import ndimage
 
 from linefuse import paths
 from linefuse.data.charts import draw_chart
+from linefuse.data.transforms import normalise_array
 from linefuse.evaluate.metrics import psnr
 from linefuse.inference import runtime
 from linefuse.inference.model import load_base
@@ -36,7 +37,7 @@ from linefuse.inference.onnx_model import (
     optimised_graph,
 )
 from linefuse.inference.pipeline import pipeline_from_params
-from linefuse.inference.restorer import Restorer, normalise
+from linefuse.inference.restorer import Restorer
 from linefuse.inference.settings import RestoreSettings
 from linefuse.params.full import parse_params
 from linefuse.stage import UserError
@@ -165,7 +166,7 @@ def test_the_optimised_graph_is_cached_and_restores_alike(project, tmp_path, mon
     settings = RestoreSettings.from_params(params)
     blurred = _charts()[0][0]
     height, width = (side - side % first.multiple for side in blurred.shape[:2])
-    pixels = normalise(blurred[None, :height, :width])
+    pixels = normalise_array(blurred[None, :height, :width])
     assert np.array_equal(first.restore(pixels, 1, settings), second.restore(pixels, 1, settings))
 
 

@@ -33,16 +33,16 @@ def test_the_numpy_pixel_mapping_is_data_transforms_to_the_bit():
     """The restorer normalises and rounds back in numpy (no torch on the ONNX path): the same
     floats and bytes as data/transforms.py's torch mapping, which training uses."""
     from linefuse.data import transforms
-    from linefuse.inference.restorer import normalise, to_uint8
 
     images = np.random.default_rng(0).integers(0, 256, (2, 5, 7, 3), dtype=np.uint8)
-    floats = normalise(images)
+    floats = transforms.normalise_array(images)
     assert np.array_equal(floats, transforms.normalise(torch.from_numpy(images)).numpy())
     assert floats.flags.c_contiguous
     # values on and between the grey levels, halves (rounded to even) and beyond [-1, 1]
     pixels = np.random.default_rng(1).uniform(-1.1, 1.1, (2, 3, 5, 7)).astype(np.float32)
     pixels[0, 0, 0, :3] = np.array([0.5, 1.5, 2.5], np.float32) / 127.5 - 1
     expected = transforms.to_uint8(torch.from_numpy(pixels)).numpy()
+    to_uint8 = transforms.to_uint8_array
     assert np.array_equal(to_uint8(pixels), expected) and np.array_equal(to_uint8(floats), images)
 
 

@@ -14,6 +14,7 @@ from PIL import Image
 from linefuse import paths
 from linefuse.data.charts import draw_chart
 from linefuse.data.labels import encode
+from linefuse.digitize import label_onnx
 from linefuse.digitize.label_patches import found_labels, label_patches
 from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
@@ -151,8 +152,10 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
     params["digitize_reader"].update(name="test-digitize", charts=3, steps=2, score_charts=2)
     write_params(tmp_path, params)
     assert run_cli(tmp_path, "digitize-reader", "--workers", "1") == 0
-    card = (tmp_path / "zoo" / "test-digitize" / "README.md").read_text()
+    folder = tmp_path / "zoo" / "test-digitize"
+    card = (folder / "README.md").read_text()
     assert "make digitize-reader" in card and "degraded copies" in card
+    assert (folder / label_onnx.ONNX_FILE).is_file()  # what digitize reads, made with the weights
     assert "the words digitize finds" in card and "matplotlib, plotnine" in card
 
 

@@ -22,14 +22,14 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cache, lru_cache
+from functools import lru_cache
 
 import numpy as np
 from PIL import Image
 
-from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
+from linefuse.digitize.label_onnx import read_labels
 from linefuse.digitize.ocr import MAX_LINES, edit_distance, label_lines, read_page
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
@@ -219,36 +219,22 @@ def _multiplier(texts: list[str]) -> float:
     return 1.0
 
 
-@cache
-def _label_reader():
-    """The label reader LineFuse ships for digitize (digitize/label_reader.py, trained on sharp
-    and degraded charts at the words axes.find_frame finds), loaded once."""
-    from linefuse.digitize.label_reader import LabelReader
-
-    return LabelReader.from_pretrained(str(paths.zoo_model(paths.DIGITIZE_READER))).eval()
-
-
 def _read_by_label_reader(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None]
 ) -> list[list[str]]:
-    """What the label reader reads in each word of each (image, frame), in read_ticks' order:
-    in the image, and in its input where one is given. A restoration can redraw a label's digit
-    wrong where the blurred input still holds it (and the reader was trained on blurred labels
-    too), so both readings are candidates and the fit keeps the one that agrees."""
-    import torch
-
-    from linefuse.data.transforms import normalise as normalise_pixels
-    from linefuse.digitize.label_reader import read_labels
-
-    reader = _label_reader()
+    """What the label reader (digitize/label_onnx.py) reads in each word of each (image, frame),
+    in read_ticks' order: in the image, and in its input where one is given. A restoration can
+    redraw a label's digit wrong where the blurred input still holds it (and the reader was
+    trained on blurred labels too), so both readings are candidates and the fit keeps the one
+    that agrees."""
     texts = []
     for (image, frame), given in zip(items, inputs, strict=True):
         words = frame.x_words + frame.y_words
         if not words:
             continue
-        boxes = torch.tensor([[0, *word.box] for word in words], dtype=torch.float32)
+        boxes = np.array([word.box for word in words], np.float32)
         read = [
-            read_labels(reader, normalise_pixels(torch.from_numpy(np.array(pixels))[None]), boxes)
+            read_labels(np.asarray(pixels), boxes)
             for pixels in (image, given)
             if pixels is not None
         ]

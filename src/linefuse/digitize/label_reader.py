@@ -7,7 +7,9 @@ and width cut by `crop_labels`, the same way for training the reader and for the
 predicts data/labels.py's ALPHABET (class 0 is CTC's blank).
 
 Shipped in linefuse/zoo/<label_reader.name> as a diffusers folder (config.json + safetensors)
-with a model card; `linefuse label-reader` (make label-reader) remakes it.
+with a model card; `linefuse label-reader` (make label-reader) remakes it. digitize's reader
+(zoo/<digitize_reader.name>) ships as ONNX too, and digitize reads it without torch, its crops
+cut in numpy (digitize/label_onnx.py, label_crops.py).
 """
 
 from __future__ import annotations
@@ -19,11 +21,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from torch import Tensor, nn
 
 from linefuse.data.labels import ALPHABET, decode
-
-# the box is widened by this fraction of its height on every side: the glyphs' anti-aliasing
-# and a little of a blur's spread stay in the crop
-MARGIN = 0.15
-LUMA = (0.299, 0.587, 0.114)  # ITU-R 601 weights: RGB to grey
+from linefuse.digitize.label_crops import LUMA, MARGIN
 
 
 class LabelReader(ModelMixin, ConfigMixin):

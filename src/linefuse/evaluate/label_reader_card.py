@@ -35,7 +35,8 @@ PURPOSE = {
     ),
     "digitize_reader": (
         "`linefuse digitize` reads each tick label with it beside Tesseract "
-        "(linefuse.digitize.calibrate), on sharp, blurred and restored charts alike."
+        "(linefuse.digitize.calibrate), on sharp, blurred and restored charts alike, through "
+        "model.onnx on ONNX Runtime (linefuse.digitize.label_onnx)."
     ),
 }
 

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from linefuse import paths
 from linefuse.data.deskew import straighten
+from linefuse.data.transforms import normalise_array, to_uint8_array
 from linefuse.hardware import Choice, choose_device
 from linefuse.inference.model import require_adapter
 from linefuse.inference.onnx_model import OnnxModel, find_export
@@ -108,7 +109,7 @@ class Restorer:
                 steps,
             )
         _, height, width, _ = blurred.shape
-        pixels = normalise(blurred)
+        pixels = normalise_array(blurred)
         multiple = self.model.multiple
         pad_y, pad_x = -height % multiple, -width % multiple
         if pad_y or pad_x:
@@ -116,7 +117,7 @@ class Restorer:
             pixels = np.pad(pixels, ((0, 0), (0, 0), (0, pad_y), (0, pad_x)), mode=mode)
         restored = self.model.restore(pixels, steps, self.settings, seed, should_stop)
         restored = shrink_change(restored, pixels, self.settings.shrink)
-        return to_uint8(restored[:, :, :height, :width])
+        return to_uint8_array(restored[:, :, :height, :width])
 
     def restore_image(
         self,
@@ -200,20 +201,6 @@ class Restorer:
                 for position, image in zip(chunk, restored, strict=True):
                     out[position] = image
         return out
-
-
-def normalise(pixels: np.ndarray) -> np.ndarray:
-    """uint8 (B, H, W, 3) -> float32 (B, 3, H, W) in [-1, 1], contiguous: data/transforms.py's
-    normalise in numpy, to the bit."""
-    channels_first = np.ascontiguousarray(pixels.transpose(0, 3, 1, 2), np.float32)
-    return channels_first / np.float32(127.5) - np.float32(1.0)
-
-
-def to_uint8(pixels: np.ndarray) -> np.ndarray:
-    """float32 (B, 3, H, W) in [-1, 1] -> uint8 (B, H, W, 3), clamped: data/transforms.py's
-    to_uint8 in numpy (rint rounds half to even, as torch.round does)."""
-    scaled = (np.clip(pixels, -1.0, 1.0) + np.float32(1.0)) * np.float32(127.5)
-    return np.ascontiguousarray(np.rint(scaled).astype(np.uint8).transpose(0, 2, 3, 1))
 
 
 def shrink_change(restored: np.ndarray, blurred: np.ndarray, grey_levels: float) -> np.ndarray:
