@@ -62,7 +62,7 @@ BAR_DB = 1.0  # the bar: the gain at 3x within this many dB of the gain at 1x
 
 
 def png_bytes(image: np.ndarray) -> bytes:
-    """The PNG `generate` writes of a chart (data/charts/__init__.py's _write_chart)."""
+    """The PNG `generate` writes of a chart (data/charts/__init__.py's write_chart)."""
     from PIL import Image
 
     buffer = io.BytesIO()

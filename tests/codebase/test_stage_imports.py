@@ -27,7 +27,7 @@ from conftest import ROOT, needs_tesseract, tiny_params, write_params
 
 HEAVY = ("torch", "diffusers", "accelerate", "peft", "webdataset")  # webdataset imports torch
 SHIPPED = paths.zoo_model("chart-base")
-CHART = ROOT / "tests/digitize/fixtures/chart_00039.png"
+CHART = ROOT / "tests/digitize/fixtures/chart_00005.png"
 # runs the code, then prints which of HEAVY the interpreter imported on the way
 REPORT = "\nimport json, sys\nprint(json.dumps([m for m in {heavy} if m in sys.modules]))\n"
 

@@ -96,7 +96,7 @@ def _axis(name: str, sidecar: dict):
 
 def test_score_reads_the_truth_from_the_sidecar_and_its_csv():
     """A chart's true series read back exactly score 1; read twice, 0.5; not read, 0."""
-    png = FIXTURES / "chart_00039.png"
+    png = FIXTURES / "chart_00005.png"
     sidecar, x, columns = read_sidecar(png)
     axes = _axis("x", sidecar), _axis("y", sidecar)
     assert None not in axes

@@ -21,11 +21,13 @@ from skimage.restoration import richardson_lucy as skimage_richardson_lucy
 
 from linefuse.data.degrade import blur_kernel
 from linefuse.data.deskew import straighten
+from linefuse.data.labels import readable
 from linefuse.data.readers import LmdbPairs
 from linefuse.digitize.score import MISSED
 from linefuse.evaluate.baselines import CLASSICAL, baselines, richardson_lucy
 from linefuse.evaluate.chart_metrics import chart_errors
 from linefuse.evaluate.metrics import psnr, ssim
+from linefuse.evaluate.scoring import spread_per_domain
 from linefuse.inference.model import load_null_prompt
 from linefuse.inference.restorer import Restorer
 from linefuse.params import DOMAINS
@@ -397,24 +399,26 @@ def test_chart_summary_pools_every_image_of_the_split(evaluated):
 
 
 def _labels_read(project: Path, split: str, level: str, per_domain: int | None) -> int:
-    """The tick labels (from the sidecars) of the first `per_domain` pairs of each domain."""
+    """The readable tick labels (from the sidecars) of `per_domain` pairs of each domain, spread
+    over the charts (evaluate/scoring.spread_per_domain)."""
     index = pl.read_parquet(project / "data/index/images.parquet", columns=["id", "path"])
     paths = dict(index.iter_rows())
-    taken, count = {}, 0
-    for meta in LmdbPairs(project / "data/shards" / level, split).metas:
-        taken[meta["domain"]] = taken.get(meta["domain"], 0) + 1
-        if per_domain is None or taken[meta["domain"]] <= per_domain:
-            sidecar = (project / "data/source" / paths[meta["image_id"]]).with_suffix(".json")
-            count += len(json.loads(sidecar.read_text())["tick_labels"])
+    metas = LmdbPairs(project / "data/shards" / level, split).metas
+    count = 0
+    for position in spread_per_domain(metas, per_domain):
+        source = project / "data/source" / paths[metas[position]["image_id"]]
+        labels = json.loads(source.with_suffix(".json").read_text())["tick_labels"]
+        count += sum(readable(label["text"]) for label in labels)  # what Tesseract may read
     return count
 
 
 @needs_tesseract
 def test_eval_json_reports_how_legible_the_tick_labels_are(evaluated):
     """ocr_cer: per level, the character error rate of the tick labels Tesseract reads in the
-    input, the model's output and the sharp chart, over every label of the images read (the
-    first eval.ocr.max_images of each domain); per cell under chart. The tiny charts' 4-5 pt
-    labels at 72 dpi are 3-4 px tall, so these rates are high: test_ocr.py judges the reading."""
+    input, the model's output and the sharp chart, over every label of the images read
+    (eval.ocr.max_images of each domain, spread over the charts); per cell under chart. The
+    tiny charts' 4-5 pt labels at 72 dpi are 3-4 px tall, so these rates are high: test_ocr.py
+    judges the reading."""
     report = _detail(evaluated)
     params = tiny_params()["eval"]
     model, most = f"model_s{params['steps']}", params["ocr"]["max_images"]

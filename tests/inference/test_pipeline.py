@@ -192,7 +192,7 @@ def test_digitize_gives_the_series_read_from_each_restored_chart(models):
     """digitize=True: beside each restored image, what linefuse.digitize reads from it: a
     default chart is read, series and all, where the (random) model leaves it readable; a blank
     frame is an Unreadable saying why; without it, no readings."""
-    fixture = ROOT / "tests/digitize/fixtures/chart_00039.png"
+    fixture = ROOT / "tests/digitize/fixtures/chart_00005.png"
     chart = np.asarray(Image.open(fixture).convert("RGB"))
     blank = np.full((120, 160, 3), 255, np.uint8)
     pipe = LineFusePipeline.from_pretrained(models["pipeline"])

@@ -200,7 +200,7 @@ def test_digitize_returns_the_series_read_from_the_chart_or_why_not(server):
     """POST /digitize: a sharp default chart (restore=false) gives the CSV digitize() reads from
     it here, format=json adds its axes and overlay; restored first (the default), the CSV of the
     image /restore returns, read with the chart sent; a blank frame is 422 with the reason."""
-    chart = ROOT / "tests/digitize/fixtures/chart_00039.png"
+    chart = ROOT / "tests/digitize/fixtures/chart_00005.png"
     pixels = np.asarray(Image.open(chart).convert("RGB"))
 
     def post(image: np.ndarray, **query) -> httpx.Response:

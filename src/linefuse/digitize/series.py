@@ -40,7 +40,8 @@ MAX_WIDTH_PX = 10.0  # a line is thinner than this and than MAX_WIDTH_SHARE of t
 MAX_WIDTH_SHARE = 0.08  # wider ink in most columns is a bar or a filled area
 LINE_TINT = INK  # a grid line differs from the plot background by this much
 DOT_SPAN = 0.8  # of the box's width: a dotted grid line spans it ...
-DOT_GAP = 6  # ... with gaps of at most this many px between its dots
+DOT_GAP = 6  # ... with gaps of at most this many px between its dots ...
+DOT_PERIOD = 20  # ... and one at least every this many px (matplotlib's dashes repeat sooner)
 EDGE_INK = 0.25  # coverage beyond which a pixel belongs to a stroke when strokes are counted
 PER_COLOUR = 3  # series of one colour, told apart by style: solid, dashed, dotted or marked
 ERASE_INK = 0.1  # coverage down to which a path taken is painted over: its anti-aliased edges
@@ -122,14 +123,17 @@ def _line_mask(
 
 def _dotted(ink: np.ndarray) -> np.ndarray:
     """The rows of `ink` that hold a dotted or dashed grid line, which the frame's lines (solid
-    runs) miss: inked across DOT_SPAN of the box with no gap wider than DOT_GAP px. A curve
-    leaves any one row for its peaks."""
+    runs) miss: inked across DOT_SPAN of the box with no gap wider than DOT_GAP px, broken at
+    least every DOT_PERIOD px. A curve leaves any one row for its peaks; a steep stretch of it,
+    across a column, is unbroken."""
     width = ink.shape[1]
     found = []
     for row in np.flatnonzero(ink.sum(axis=1) >= DOT_SPAN * width / (DOT_GAP + 1)):
         inked = np.flatnonzero(ink[row])
         gaps = np.diff(inked) - 1
-        if inked[-1] - inked[0] >= DOT_SPAN * width and gaps.max(initial=0) <= DOT_GAP:
+        span = inked[-1] - inked[0]
+        broken = (gaps > 0).sum() >= span / DOT_PERIOD
+        if span >= DOT_SPAN * width and gaps.max(initial=0) <= DOT_GAP and broken:
             found.append(row)
     return np.array(found, dtype=int)
 

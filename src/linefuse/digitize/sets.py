@@ -42,3 +42,28 @@ def report_chart_params(params: Params) -> ChartParams:
 
 
 CHART_SETS = {"dev": dev_chart_params, "report": report_chart_params}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m linefuse.digitize.sets {dev,report} FOLDER [INDEX ...]: writes those charts
+    of the set (all of them when none is named) into FOLDER, as generate writes each."""
+    import argparse
+    from pathlib import Path
+
+    from linefuse.data.charts import write_chart
+    from linefuse.params.full import load_params
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("set", choices=sorted(CHART_SETS))
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("indices", type=int, nargs="*")
+    args = parser.parse_args(argv)
+    charts = CHART_SETS[args.set](load_params())
+    args.folder.mkdir(parents=True, exist_ok=True)
+    for index in args.indices or range(charts.count):
+        write_chart(charts, args.folder, index)
+    print(f"wrote {len(args.indices) or charts.count} {args.set} charts to {args.folder}")
+
+
+if __name__ == "__main__":
+    main()

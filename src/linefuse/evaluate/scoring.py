@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from linefuse.data.labels import normalise
+from linefuse.data.labels import normalise, readable
 from linefuse.digitize import ocr
 from linefuse.digitize.chart import digitize_many
 from linefuse.digitize.curves import ChartTruth, curve_errors, shown_columns
@@ -174,13 +174,14 @@ def _offset(image: np.ndarray, truth: ChartTruth) -> tuple[int, int]:
 
 def _labels_in(image: np.ndarray, truth: ChartTruth | None) -> list[ocr.Label]:
     """The chart's tick labels that lie whole inside `image` (the chart or a centred crop of it),
-    their boxes in its pixels."""
+    their boxes in its pixels; only those written in the readers' alphabet (labels.readable:
+    Tesseract reads nothing else, and a log axis's 10ⁿ is no such label)."""
     if truth is None:
         return []
     top, left = _offset(image, truth)
     height, width = image.shape[:2]
     inside = []
-    for label in truth.labels:
+    for label in (label for label in truth.labels if readable(label.text)):
         x0, y0, x1, y1 = label.box
         box = (x0 - left, y0 - top, x1 - left, y1 - top)
         if box[0] >= 0 and box[1] >= 0 and box[2] <= width and box[3] <= height:
@@ -315,13 +316,13 @@ def score_level(
     """Scores the input, the classical baselines and every model output of one level's pairs
     (restored from `inputs`, their blurred images straightened);
     the line-fidelity errors for the input, the model and the sharp image itself (the floor of
-    reading the line back); on the first eval.ocr.max_images pairs of each domain, the tick
-    labels' reading errors (`reading`: Tesseract is here; else recorded as not read); and on
-    eval.digitize.max_images whole charts of each domain (spread_per_domain), their data
+    reading the line back); on eval.ocr.max_images pairs of each domain (spread_per_domain),
+    the tick labels' reading errors (`reading`: Tesseract is here; else recorded as not read);
+    and on eval.digitize.max_images whole charts of each domain (spread_per_domain), their data
     digitized with no sidecar (`reading` too), the sharp chart's once."""
     tasks, ticks = [], []
     metas = [pair[2] for pair in pairs]
-    chosen = set(first_per_domain(metas, params.eval.ocr.max_images))
+    chosen = set(spread_per_domain(metas, params.eval.ocr.max_images))
     digitized = set(spread_per_domain(metas, params.eval.digitize.max_images)) if reading else ()
     asked, asked_digitized = set(), set()  # images whose sharp chart a task reads, digitizes
     for index, (blurred, sharp, meta) in enumerate(pairs):

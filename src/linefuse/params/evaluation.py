@@ -46,8 +46,9 @@ class IntervalParams(Strict):
 
 
 class OcrParams(Strict):
-    """Tick-label legibility (Tesseract's character error rate) on the first `max_images` images
-    of each domain and level, in the test and held-out splits; null reads them all, 0 none."""
+    """Tick-label legibility (Tesseract's character error rate) on `max_images` images of each
+    domain and level, in the test and held-out splits, each domain's from other charts while
+    there are enough (evaluate/scoring.spread_per_domain); null reads them all, 0 none."""
 
     max_images: Annotated[int, Field(ge=0)] | None
 

@@ -45,6 +45,7 @@ __all__ = [
     "plot_furniture",
     "require_libraries",
     "sidecar_json",
+    "write_chart",
 ]
 
 
@@ -62,7 +63,8 @@ def sidecar_json(sidecar: dict) -> str:
     return json.dumps(sidecar, sort_keys=True) + "\n"
 
 
-def _write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
+def write_chart(cfg: ChartParams, out_dir: Path, index: int) -> None:
+    """Chart `index`'s PNG, CSV and JSON, as `generate` writes each, into out_dir."""
     image, table, sidecar = draw_chart(cfg, index)
     stem = out_dir / f"chart_{index:05d}"
     columns = ["wavelength"] + [s["column"] for s in sidecar["series"]]
@@ -85,7 +87,7 @@ def generate(cfg: ChartParams, out_dir: Path, workers: int = 1) -> int:
     workers start from a fresh interpreter: forked from a process that has drawn a Vega-Lite
     chart, they would wait forever on vl-convert's runtime, whose thread a fork does not copy."""
     require_libraries(cfg.libraries, "data.charts.libraries")
-    job = partial(_write_chart, cfg, Path(out_dir))
+    job = partial(write_chart, cfg, Path(out_dir))
     tasks = list(range(cfg.count))
     for _ in ordered_map(job, tasks, workers, "generate", "chart", start="forkserver"):
         pass
