@@ -2,8 +2,8 @@
 evaluate does not report), or a chart set of digitize's own (linefuse.digitize.sets: `dev`,
 which its rules are decided on, or `report`, read once every decision is made).
 
-    python benchmarks/digitize_restored.py [--splits val | --set dev|report]
-        [--levels medium hard] [--alone] [--out FILE.json]
+    python benchmarks/digitize_restored.py [--splits val | --set dev|report [--library NAME]
+        [--charts N]] [--levels medium hard] [--alone] [--out FILE.json]
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
 only, no build needed); a set is drawn once into .linefuse/digitize_sets/. Each whole chart is
@@ -43,6 +43,7 @@ from linefuse.digitize.score import reading_score
 from linefuse.digitize.sets import CHART_SETS
 from linefuse.hardware import cpu_model
 from linefuse.inference.restorer import Restorer
+from linefuse.params.data import LIBRARIES
 from linefuse.params.full import load_params
 
 
@@ -50,6 +51,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", nargs="*", default=["val"])
     parser.add_argument("--set", choices=sorted(CHART_SETS), help="a chart set, not splits")
+    parser.add_argument(
+        "--library", choices=LIBRARIES, help="the set's charts all drawn by this library"
+    )
+    parser.add_argument("--charts", type=int, help="the set's first charts only")
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
     parser.add_argument("--alone", action="store_true", help="also read restorations alone")
     parser.add_argument(
@@ -61,7 +66,8 @@ def main() -> None:
     if args.levels:
         restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
     rows = []
-    for image_id, source, split, tags in _charts(params, args.set, args.splits):
+    charts = _charts(params, args.set, args.splits, args.library, args.charts)
+    for image_id, source, split, tags in charts:
         rel = source.name
         sharp = load_rgb(source)
         library = json.loads(source.with_suffix(".json").read_text())["library"]
@@ -113,13 +119,14 @@ def main() -> None:
         for name, group in sorted(groups.items())
     }
     source = f"set {args.set}" if args.set else f"splits {' '.join(args.splits)}"
+    source += f", drawn by {args.library}" if args.library else ""
     result = {"cpu_model": cpu_model(), "charts": source, "summary": summary, "images": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 
 
-def _charts(params, chart_set: str | None, splits: list[str]):
+def _charts(params, chart_set: str | None, splits: list[str], library, count):
     """(image id, PNG path, split or set name, tags) of each chart read: a set's, drawn once
     into .linefuse/digitize_sets/NAME-KEY (KEY: its recipe's and the drawers' code's hash), or
     the built project's splits'."""
@@ -130,11 +137,14 @@ def _charts(params, chart_set: str | None, splits: list[str]):
             yield image_id, root / rel, split, _tags(root / rel, None)
         return
     charts = CHART_SETS[chart_set](params)
+    charts = charts.model_copy(update={"count": count or charts.count})
+    if library is not None:  # the same plans, drawn by another library
+        charts = charts.model_copy(update={"libraries": {library: 1.0}})
     drawers = sorted(Path(generate.__code__.co_filename).parent.glob("*.py"))
     recipe = hashlib.sha256(
         charts.model_dump_json().encode() + b"".join(p.read_bytes() for p in drawers)
     ).hexdigest()[:16]
-    folder = paths.DIGITIZE_SETS_ROOT / f"{chart_set}-{recipe}"
+    folder = paths.DIGITIZE_SETS_ROOT / f"{chart_set}{'-' + library if library else ''}-{recipe}"
     if not (folder / "complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
         generate(charts, folder, workers=2)

@@ -1,7 +1,7 @@
 """`linefuse digitize --no-restore` of one chart, start-up included: wall seconds in a fresh
 interpreter per run, and whether torch or diffusers loaded on the way.
 
-Each run digitizes chart_00039.png of tests/digitize/fixtures/ (a sharp default chart) in a
+Each run digitizes chart_00005.png of tests/digitize/fixtures/ (a sharp dev chart) in a
 folder holding only it and params.yaml, as the console script does (linefuse.cli.main),
 then names the model libraries the interpreter imported. Runs alternate between this tree's code
 and, with --before, the src/ of another commit (the code before a change), in two settings: the
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHART = REPO / "tests/digitize/fixtures" / "chart_00039.png"
+CHART = REPO / "tests/digitize/fixtures" / "chart_00005.png"
 HEAVY = ("torch", "diffusers", "onnxruntime")
 # the console script's call, then the libraries of HEAVY it left loaded, as the last line
 RUN = (
