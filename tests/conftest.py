@@ -19,6 +19,7 @@ import yaml
 
 from linefuse.cli import main
 from linefuse.digitize.ocr import missing
+from linefuse.params.data import AXIS_KNOBS
 
 # Tests that read tick labels need Tesseract, which `make test` installs (and then sets
 # LINEFUSE_REQUIRE_TESSERACT, so that they fail rather than skip where it could not).
@@ -148,6 +149,9 @@ def tiny_params() -> dict:
         legend_prob=0.0,
         annotate_prob=0.0,
         labels_prob=0.0,
+        # the axes as chart-base's recipe draws them: at 96 x 64 px a wavenumber axis's 4-digit
+        # labels or a log axis's 10^n crowd the plot; tests/data and tests/digitize draw them
+        **dict.fromkeys(AXIS_KNOBS, 0.0),
     )
     # the base's streams draw these tiny charts too, not its wide ranges (figures up to 1024 px)
     params["base"]["chart_overrides"] = {}
