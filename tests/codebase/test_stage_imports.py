@@ -133,13 +133,15 @@ def test_pretrain_copies_the_shipped_base_without_torch_as_save_base_writes_it(t
 @needs_tesseract
 def test_digitize_without_restoring_imports_no_model_library(tmp_path):
     """`linefuse digitize --no-restore` reads its tick labels on ONNX Runtime (label_onnx), so
-    none of HEAVY loads, and it starts without torch's seconds."""
+    none of HEAVY loads, and it starts without torch's seconds (nor pandas', which pytesseract
+    would import)."""
     shutil.copy(ROOT / paths.PARAMS, tmp_path / paths.PARAMS)
     code = (
         "import sys\n"
         "from linefuse.cli import main\n"
         f"assert main(['digitize', {str(CHART)!r}, '--no-restore', '--out', 'out']) == 0\n"
         "assert 'onnxruntime' in sys.modules  # the label reader read the chart's labels\n"
+        "assert 'pytesseract' in sys.modules and 'pandas' not in sys.modules  # ocr._pytesseract\n"
     )
     assert _imported(code, cwd=tmp_path) == []
     assert (tmp_path / "out" / CHART.with_suffix(".csv").name).is_file()

@@ -382,3 +382,30 @@ def test_the_cli_digitizes_a_folder_and_names_each_file_it_cannot_read(tmp_path,
     assert f"{missing}: unreadable: no such file or folder" in err
     assert "Traceback" not in err
     assert sorted(p.name for p in out.iterdir()) == ["sub"]
+
+
+@needs_tesseract
+def test_grid_lines_a_legend_frame_and_dark_ticks_are_no_series():
+    """A light grid whose line at y = 1 a series runs along (so the frame misses that line), a
+    framed legend, and black tick marks inside the box (a dark colour whose blend covers the
+    purple line's pixels in part): two series read, each where it was drawn."""
+    x = np.linspace(400, 700, 300)
+    flat = 1.0 + 1.2 * np.exp(-(((x - 620) / 15) ** 2))  # on the grid line at 1 but its peak
+    peaked = 0.3 + 2.0 * np.exp(-(((x - 500) / 25) ** 2))
+
+    def draw(ax):
+        ax.plot(x, flat, color="#7a68a6", lw=2, label="flat")
+        ax.plot(x, peaked, color="tab:orange", lw=2, label="peaked")
+        ax.set_ylim(0, 2.5)
+        ax.set_xlim(400, 700)
+        ax.grid(True, color="#c5cad0", lw=1)
+        ax.minorticks_on()
+        ax.tick_params(which="both", direction="in", length=5, top=True, right=True)
+        ax.legend(loc="upper left", frameon=True, edgecolor="#c5cad0")
+
+    result = digitize(_figure(draw, size=(4.0, 3.0)))
+    assert len(result.series) == 2, [s.colour for s in result.series]
+    for series, truth in zip(
+        sorted(result.series, key=lambda s: s.colour[0]), (flat, peaked), strict=True
+    ):
+        assert np.median(np.abs(series.y - np.interp(series.x, x, truth))) < 0.03

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,10 +46,27 @@ class Label:
     box: tuple[float, float, float, float]
 
 
+def _pytesseract():
+    """pytesseract, imported without pandas where pandas is not loaded yet: pytesseract imports
+    pandas, if installed, for an output type LineFuse does not ask for, and pandas would cost a
+    fresh `linefuse digitize` a good share of its start-up (docs/benchmarks.md, "digitize")."""
+    if (loaded := sys.modules.get("pytesseract")) is not None:
+        return loaded
+    hidden = "pandas" not in sys.modules
+    if hidden:
+        sys.modules["pandas"] = None  # `import pandas` raises ModuleNotFoundError
+    try:
+        import pytesseract
+    finally:
+        if hidden:
+            del sys.modules["pandas"]
+    return pytesseract
+
+
 def missing() -> str | None:
     """Why labels cannot be read here, in one line naming the fix; None when they can."""
     try:
-        import pytesseract
+        pytesseract = _pytesseract()
     except ImportError:
         return "pytesseract is not installed (pip install pytesseract)"
     if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
@@ -105,8 +123,7 @@ def read_page(
     """Each line's text and Tesseract's confidence in it (its least sure word; -1 when nothing
     was read), in one call: each word goes to the line whose rows hold the word's centre, and a
     line's words are joined by `separator` (none for a number, which Tesseract may split)."""
-    import pytesseract
-
+    pytesseract = _pytesseract()
     width = max(line.width for line in lines) + 2 * GAP_PX
     page = Image.new("L", (width, len(lines) * (LINE_PX + GAP_PX) + GAP_PX), 255)
     for row, line in enumerate(lines):

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import ndimage
-from scipy.optimize import linear_sum_assignment
 
 from linefuse.digitize.axes import INK, Frame, distance, runs
 from linefuse.digitize.curves import follow_line, plot_background, series_ink
@@ -58,6 +57,13 @@ MARK_COST = 0.5  # of matching a legend sample to a series: a marker on one and 
 UNLIKE = 1e6  # the cost of matching a legend sample to a series of another colour
 BLEND_TINT = 40.0  # RGB distance off the segment between two colours of a blend of them
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
+GRID_SPAN = 0.35  # of the box's width (height): a row (column) this much in a grid line's colour
+GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that hold that line
+# a path is its colour's when pixels of that colour (within SAME_COLOUR) lie on it in this share
+# of its columns at least; a dark colour's blend covers any darker line's pixels in part, so its
+# follower can walk along another colour's line
+OWN_SHARE = 0.5
+FRAME_SHARE = 0.8  # of a legend's side inked: the frame drawn round the legend
 
 
 @dataclass(frozen=True)
@@ -108,17 +114,44 @@ def _line_mask(
     of their own; a panel's rows, in the plot background's colour, are not lines here."""
     mask = np.zeros(box.shape[:2], dtype=bool)
     for lines, axis in ((frame.line_rows - first_row, 0), (frame.line_cols - first_col, 1)):
+        tinted = []
         for index in lines[(lines >= 0) & (lines < box.shape[axis])]:
             pixels = box[index] if axis == 0 else box[:, index]
-            if distance(np.median(pixels, axis=0), background) > LINE_TINT:
-                if axis == 0:
-                    mask[index, :] = True
-                else:
-                    mask[:, index] = True
+            if distance(colour := np.median(pixels, axis=0), background) > LINE_TINT:
+                tinted.append((index, colour))
+        view = mask if axis == 0 else mask.T
+        view[[index for index, _ in tinted]] = True
+        view[_missed_grid(box if axis == 0 else box.transpose(1, 0, 2), tinted)] = True
     ink = distance(box, background) > LINE_TINT
     mask[_dotted(ink), :] = True
     mask[:, _dotted(ink.T)] = True
     return mask
+
+
+def _missed_grid(box: np.ndarray, lines: list[tuple[int, np.ndarray]]) -> list[int]:
+    """The rows of `box` that hold grid lines the frame missed (a series along one, a legend
+    across it): on the even spacing of the grid lines found inside the box (`lines`: their rows
+    and colours; two at least), in a found line's colour (within GRID_TINT) across GRID_SPAN of
+    the box."""
+    inside = np.array(sorted(index for index, _ in lines if 0 < index < len(box) - 1))
+    inside = inside[np.diff(inside, prepend=-2) > 1]  # a line over two rows is one line
+    steps = np.diff(inside)
+    if len(inside) < 2:
+        return []
+    # the spacing over all the lines found: one step, a pixel off at most, rounds between them
+    multiples = np.round(steps / steps.min())
+    step = (inside[-1] - inside[0]) / multiples.sum()
+    if np.any(np.abs(steps - multiples * step) > 1.5):
+        return []  # not one grid's spacing
+    near = np.min([distance(box, colour) for _, colour in lines], axis=0) <= GRID_TINT
+    tinted = near.sum(axis=1) >= GRID_SPAN * box.shape[1]
+    expected = np.round(inside[0] + step * np.arange(-len(box), len(box))).astype(int)
+    return [
+        row
+        for centre in expected[(expected >= 0) & (expected < len(box))]
+        for row in range(max(centre - 1, 0), min(centre + 2, len(box)))
+        if tinted[row]
+    ]
 
 
 def _dotted(ink: np.ndarray) -> np.ndarray:
@@ -323,6 +356,10 @@ def _names(traces: list[Trace], entries: list[Entry]) -> list[Trace]:
     trace no entry is like keeps none."""
     if not traces or not entries:
         return traces
+    # imported here: scipy.optimize costs a fresh `linefuse digitize` a good share of its
+    # start-up, and only a chart with a legend needs it
+    from scipy.optimize import linear_sum_assignment
+
     cost = np.full((len(traces), len(entries)), UNLIKE)
     for i, trace in enumerate(traces):
         for j, entry in enumerate(entries):
@@ -353,12 +390,12 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
     size = _text_size(frame)
     entries = find_legend(box, background, found, widths, size, (first_row, first_col))
     hidden = np.zeros(box.shape[1], dtype=bool)
-    if entries:  # the legend is no series' ink: its samples and letters are taken out
+    if entries:  # the legend is no series' ink: its samples, letters and frame are taken out
         left, top, right, bottom = legend_area(entries, size)
+        rows_in = slice(max(math.floor(top) - first_row, 0), max(math.ceil(bottom) - first_row, 0))
         columns = slice(max(math.floor(left) - first_col, 0), max(math.ceil(right) - first_col, 0))
-        box[
-            max(math.floor(top) - first_row, 0) : max(math.ceil(bottom) - first_row, 0), columns
-        ] = background.astype(np.uint8)
+        rows_in, columns = _framed(box, background, rows_in, columns, math.ceil(size))
+        box[rows_in, columns] = background.astype(np.uint8)
         hidden[columns] = True
         found = colours(box, background, lines)[:MAX_SERIES]
         widths = [_width(series_ink(box, background, colour)[0]) for colour in found]
@@ -371,16 +408,51 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
             continue
         colour_rgb = tuple(float(round(v)) for v in colour)
         for path, centres, marked in _paths(box, background, rows, cols, colour, width, hidden):
+            if not _own(box, colour, width, path, centres - rows[0]):
+                continue
             fill = _fill(path, hidden)
             traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
     return _names(_without_shadows(traces, background)[:MAX_SERIES], entries), filled, entries
 
 
+def _framed(
+    box: np.ndarray, background: np.ndarray, rows: slice, columns: slice, reach: int
+) -> tuple[slice, slice]:
+    """A legend's rows and columns grown, each side by up to `reach` px, to the farthest line
+    beside it that is inked along FRAME_SHARE of the legend's side: the frame drawn round it."""
+    ink = distance(box, background) > LINE_TINT
+    top, bottom, left, right = rows.start, rows.stop, columns.start, columns.stop
+    inked_rows = ink[:, left:right].mean(axis=1) >= FRAME_SHARE if right > left else []
+    inked_cols = ink[top:bottom].mean(axis=0) >= FRAME_SHARE if bottom > top else []
+    for offset in range(1, reach + 1):
+        if top - offset >= 0 and inked_rows[top - offset]:
+            rows = slice(top - offset, rows.stop)
+        if bottom - 1 + offset < len(inked_rows) and inked_rows[bottom - 1 + offset]:
+            rows = slice(rows.start, bottom + offset)
+        if left - offset >= 0 and inked_cols[left - offset]:
+            columns = slice(left - offset, columns.stop)
+        if right - 1 + offset < len(inked_cols) and inked_cols[right - 1 + offset]:
+            columns = slice(columns.start, right + offset)
+    return rows, columns
+
+
+def _own(
+    box: np.ndarray, colour: np.ndarray, width: float, path: np.ndarray, centres: np.ndarray
+) -> bool:
+    """Whether pixels of `colour` lie on the path (within half its width and a pixel of its
+    centre row) in OWN_SHARE of its columns: not another, darker line followed as its blend."""
+    reach = width / 2 + 1
+    own = distance(box[:, path], colour) <= SAME_COLOUR
+    rows = np.arange(len(box))[:, None]
+    near = np.abs(rows + 0.5 - centres[None, :]) <= reach
+    return bool((own & near).any(axis=0).mean() >= OWN_SHARE)
+
+
 def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]:
     """The traces but those that are another's shadow: a paler colour that is a blend of a
     stronger trace's with the background (its anti-aliased edges) or of two stronger traces'
-    (where they overlap), whose path runs along such a trace's (within APART line widths or
-    APART_PX) in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
+    (where they overlap), whose path runs along such traces (within APART line widths or
+    APART_PX of one) in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
     line where a noisy or thin line has more edge pixels than core, or two lines share a
     stretch; a series of its own runs apart from any line whose blend it looks like."""
     strength = [float(distance(np.array(t.colour), background)) for t in traces]
@@ -392,7 +464,7 @@ def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]
         ends += [(np.array(a.colour), np.array(b.colour)) for a in kept for b in kept if a is not b]
         lines = [k for k in kept if _blend_of(np.array(trace.colour), *(background, k.colour))]
         blended = any(_blend_of(np.array(trace.colour), *pair) for pair in ends)
-        if blended and any(_along(trace, k) for k in (lines or kept)):
+        if blended and _along(trace, lines or kept):
             continue
         kept.append(trace)
     return [t for t in traces if any(t is k for k in kept)]
@@ -407,15 +479,16 @@ def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
     return 0.0 <= along <= 1.0 and off <= BLEND_TINT
 
 
-def _along(trace: Trace, line: Trace) -> bool:
-    """Whether `trace`'s path runs along `line`'s in SHADOW_SHARE of its columns."""
-    inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
-    if not inside.any():
-        return False
-    at = trace.columns[inside]
-    # the rows the line's stroke spans in a column: a steep stretch spans many
-    spans = np.stack([np.interp(at + step, line.columns, line.rows) for step in (-1, 0, 1)])
-    reach = max(APART * line.linewidth_px, APART_PX)
-    rows = trace.rows[inside]
-    near = (rows >= spans.min(axis=0) - reach) & (rows <= spans.max(axis=0) + reach)
+def _along(trace: Trace, lines: list[Trace]) -> bool:
+    """Whether `trace`'s path runs along `lines` (one or another in each column) in
+    SHADOW_SHARE of its columns."""
+    near = np.zeros(len(trace.columns), dtype=bool)
+    for line in lines:
+        inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
+        at = trace.columns[inside]
+        # the rows the line's stroke spans in a column: a steep stretch spans many
+        spans = np.stack([np.interp(at + step, line.columns, line.rows) for step in (-1, 0, 1)])
+        reach = max(APART * line.linewidth_px, APART_PX)
+        rows = trace.rows[inside]
+        near[inside] |= (rows >= spans.min(axis=0) - reach) & (rows <= spans.max(axis=0) + reach)
     return bool(near.sum() >= SHADOW_SHARE * len(trace.columns))
