@@ -247,3 +247,13 @@ def test_separators_read_as_points_on_a_log_axis():
     axis = fit_axis("y", _separators_read_as_points(ticks))
     assert axis.scale == "log" and len(axis.used) == 6
     assert axis.value(25.0) == pytest.approx(1e4) and axis.value(112.5) == pytest.approx(10**1.5)
+
+
+def test_two_ticks_no_third_confirms_must_imply_a_round_step():
+    """plotnine's 0.75, 0.50, 0.25 read as 0.75, 5.50, 0.25: the pair 5.50 and 0.25 predicts
+    10.75 at the top label, as like 0.75 as 0.50 is like 5.50, but a step of 5.25 between
+    neighbouring labels, which no axis draws; the pair 0.75 and 0.25 steps by 0.25."""
+    ticks = _y_words([55.0, 95.0, 135.0], ["0.75", "5.50", "0.25"])
+    axis = fit_axis("y", ticks)
+    assert sorted(t.text for t in axis.used) == ["0.25", "0.75"]
+    assert axis.value(95.0) == pytest.approx(0.5)

@@ -384,13 +384,16 @@ def _robust_fit(
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
-        # the labels read first; among pairs as well agreed with, more ticks on the line, a
-        # round step, the labels read with their decimal point as read (not put back), the
-        # roundest values (a misread label is rarely rounder than the ones drawn)
+        # a pair that no third tick confirms must at least imply a round step; then the labels
+        # read first; among pairs as well agreed with, more ticks on the line, a round step, the
+        # labels read with their decimal point as read (not put back), the roundest values (a
+        # misread label is rarely rounder than the ones drawn)
+        nice = _nice_step(slope, read.spacing)
         key = (
+            bool(inliers.sum() > MIN_TICKS or nice),
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
-            _nice_step(slope, read.spacing),
+            nice,
             dotted[inliers].sum(),
             -_digits(values[inliers]),
             -off[inliers].sum(),
