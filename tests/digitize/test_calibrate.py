@@ -11,6 +11,7 @@ import pytest
 from linefuse.digitize.axes import Word
 from linefuse.digitize.calibrate import (
     _candidates,
+    _multiplier,
     _points_dropped,
     _separators_read_as_points,
     fit_axis,
@@ -257,3 +258,13 @@ def test_two_ticks_no_third_confirms_must_imply_a_round_step():
     axis = fit_axis("y", ticks)
     assert sorted(t.text for t in axis.used) == ["0.25", "0.75"]
     assert axis.value(95.0) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("readings", "multiplier"),
+    [(["1e7", "1e7"], 1e7), (["e7", "e7"], 1e7), (["", "1e-5"], 1e-5), (["e", "7"], 1.0)],
+)
+def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multiplier):
+    """matplotlib writes a y axis's multiplier as 1eN; the 1, two pixels wide in a small font,
+    is often not read, and the multiplier is still 10^N. What reads as no such text is 1."""
+    assert _multiplier(readings) == multiplier

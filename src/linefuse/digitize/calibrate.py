@@ -51,7 +51,9 @@ SUPERSCRIPTS = str.maketrans(SUPERSCRIPT, "0123456789-+")
 # matplotlib's 10 with a superscript exponent (10^-3 ... 10^9), read as one word: 103, 10-3
 READ_POWER = re.compile(r"10(-?\d)")
 EXPONENT = re.compile(r"-?\d{1,3}")  # an exponent read alone
-MULTIPLIER = re.compile(r"1e[-+]?\d{1,2}")  # matplotlib's offset text: 1e6, 1e-5
+# matplotlib's offset text: 1e6, 1e-5; its 1, a glyph two pixels wide in a small font, is
+# often not read (e6), but the offset text's mantissa is always 1
+MULTIPLIER = re.compile(r"1?(e[-+]?\d{1,2})")
 MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
@@ -214,8 +216,8 @@ def _multiplier(texts: list[str]) -> float:
     """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
     its readings (the first that is one); 1 when none is."""
     for text in texts:
-        if MULTIPLIER.fullmatch(clean := normalise(text)):
-            return float(parse(clean))
+        if multiplier := MULTIPLIER.fullmatch(normalise(text)):
+            return float(parse("1" + multiplier.group(1)))
     return 1.0
 
 
