@@ -5,6 +5,7 @@ Tesseract): descending axes, thousands separators, scientific labels, log axes l
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -268,3 +269,18 @@ def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multi
     """matplotlib writes a y axis's multiplier as 1eN; the 1, two pixels wide in a small font,
     is often not read, and the multiplier is still 10^N. What reads as no such text is 1."""
     assert _multiplier(readings) == multiplier
+
+
+def test_a_trailing_point_is_no_decimal_and_a_value_both_readers_read_wins():
+    """plotnine's 100 and 50 (y, 61 px apart) read by Tesseract as 100. and 2. (a speck read as
+    a point) and as 50 under the other darkening; the label reader reads 100 and 50. Both pairs
+    fit two ticks with a round step (50; 98, within 3 % of 100): a point with no digit after it
+    claims no decimal, and the value both readers read wins."""
+    tesseract = _y_words([60.0, 121.0], ["100.", "2."])
+    tesseract += _candidates("y", 1, Word((16.0, 117.0, 22.0, 125.0)), ["50"])
+    reader = [
+        replace(tick, by_label_reader=True) for tick in _y_words([60.0, 121.0], ["100", "50"])
+    ]
+    axis = fit_axis("y", tesseract + reader)
+    assert sorted(t.value for t in axis.used) == [50.0, 100.0]
+    assert axis.value(121.0) == pytest.approx(50.0)

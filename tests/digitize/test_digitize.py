@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from linefuse.digitize.axes import find_frame
 from linefuse.digitize.calibrate import Tick, fit_axis
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.outputs import csv_text, digitize_files
@@ -64,6 +65,28 @@ def test_generated_charts_are_calibrated_and_their_curves_read():
         assert 0.3 < result.confidence <= 1.0
     assert libraries == {"matplotlib", "plotnine"}  # the dev set's: the held-out one is not
     assert {("x", "linear", "descending"), ("y", "log", "ascending")} <= kinds
+
+
+def test_every_tick_label_is_found_as_one_word():
+    """In each dev fixture, every tick label its sidecar records is one word of the frame's,
+    as wide as the label's ink at least (70 % of its drawn box), and no word is no label:
+    plotnine's labels that touch their tick marks (1), 1-px decimal points (1.5 at 6 px: 1),
+    matplotlib's tick marks standing off the box's edge (97), a 10^4 beside a rotated axis
+    title (111) and a chart framed by no line whose spike is one (89)."""
+    for path in CHARTS:
+        frame = find_frame(_pixels(path))
+        sidecar = json.loads(path.with_suffix(".json").read_text())
+        for axis, words in (("x", frame.x_words), ("y", frame.y_words)):
+            boxes = [label["box"] for label in sidecar["tick_labels"] if label["axis"] == axis]
+            assert len(words) == len(boxes), (path.name, axis, [w.box for w in words])
+            for left, top, right, bottom in boxes:
+                inside = [
+                    w
+                    for w in words
+                    if left - 1 <= w.centre[0] <= right + 1 and top - 1 <= w.centre[1] <= bottom + 1
+                ]
+                assert len(inside) == 1, (path.name, axis, (left, top, right, bottom))
+                assert inside[0].box[2] - inside[0].box[0] >= 0.7 * (right - left), path.name
 
 
 @needs_tesseract
@@ -226,8 +249,6 @@ def test_a_restoration_is_read_with_the_labels_of_the_input_it_came_from():
     found in the restoration, and both axes come back whole; without the input, not."""
     from scipy.ndimage import gaussian_filter
 
-    from linefuse.digitize.axes import find_frame
-
     def draw(ax):
         x = np.linspace(0, 50, 60)
         ax.plot(x, 300 + 4 * x)
@@ -260,8 +281,6 @@ def test_crowded_x_labels_are_split_at_their_tick_marks():
         ax.tick_params(labelsize=5.5)
 
     pixels = _figure(draw, size=(2.1, 1.6), dpi=100)
-    from linefuse.digitize.axes import find_frame
-
     frame = find_frame(pixels)
     assert len(frame.x_words) == 10
     result = digitize(pixels)
@@ -364,7 +383,7 @@ def test_the_cli_digitizes_a_folder_and_names_each_file_it_cannot_read(tmp_path,
     out, missing = tmp_path / "out", tmp_path / "missing.png"
     argv = [str(inputs), str(missing), "--no-restore", "--out", str(out)]
     assert run_cli(tmp_path, "digitize", *argv) == 0
-    together = digitize_many([_pixels(path) for path in CHARTS[:2]])  # one page, as the CLI's
+    together = digitize_many([_pixels(path) for path in CHARTS[:2]])  # one call, as the CLI's
     for path, expected in zip(CHARTS[:2], together, strict=True):
         stem = out / "sub" / path.stem
         pixels = _pixels(path)

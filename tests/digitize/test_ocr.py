@@ -58,10 +58,11 @@ def test_sharp_labels_read_right_and_blurred_ones_wrong():
 
 
 @needs_tesseract
-def test_each_image_is_read_apart_in_one_page():
-    """Labels of several images on one page come back to their own image: the same image read
-    beside a blank one and beside another chart with other labels reads the same as alone, and
-    the blank one reads nothing."""
+def test_each_image_reads_the_same_alone_or_with_others():
+    """The labels of several images, read in one call, come back to their own image, each read
+    as alone: an image read beside a blank one and beside another chart with other labels
+    reads the same as alone (each image's labels are a page of their own), and the blank one
+    reads nothing."""
     cfg = load_params(ROOT / "params.yaml").data.charts
     image, _, sidecar = draw_chart(cfg, 0)
     other, _, other_sidecar = draw_chart(cfg, 1)

@@ -176,6 +176,8 @@ def _box_from_lines(
         top, bottom = _extent(v_start[cols], v_end[cols], rows)
     else:
         return None, rows, cols
+    if right - left < LINE_SHARE * width or bottom - top < LINE_SHARE * height:
+        return None, rows, cols  # no plot area: a curve's spike, drawn straight and long
     box = (float(left), float(top), float(right), float(bottom))
     return box, rows, cols
 
@@ -206,23 +208,73 @@ def _glyphs(text: np.ndarray) -> list[tuple[int, int, int, int]]:
     return found
 
 
+def _glyphs_below(
+    text: np.ndarray, bottom: int, glyphs: list[tuple[int, int, int, int]]
+) -> list[tuple[int, int, int, int]]:
+    """Boxes of the blobs of `text` under row `bottom` (the box's bottom edge), cut from the
+    spine, each without the tick mark it touches: the leading rows at most THIN px wide that
+    start within TICK_PAD of the edge (small labels touch their tick marks: plotnine's). The
+    foot of a glyph (of `glyphs`, the image's) that crosses the edge is none: a y label's."""
+    crossing = [g for g in glyphs if g[1] < bottom < g[3] and g[3] - g[1] <= MAX_GLYPH_PX]
+    labelled, _ = ndimage.label(text[bottom:], structure=np.ones((3, 3)))
+    found = []
+    for index, (rows, cols) in enumerate(ndimage.find_objects(labelled), 1):
+        if any(g[0] <= cols.start and cols.stop <= g[2] for g in crossing if rows.start == 0):
+            continue
+        mine = labelled[rows, cols] == index
+        widths = mine.sum(axis=1)
+        if rows.start < TICK_PAD and widths.max() <= THIN:
+            continue  # a tick mark alone
+        cut = 0
+        while cut < len(widths) - 1 and widths[cut] <= THIN and rows.start + cut < TICK_PAD:
+            cut += 1
+        top = bottom + rows.start + cut
+        found += [
+            (cols.start + c.start, top + r.start, cols.start + c.stop, top + r.stop)
+            for r, c in (ndimage.find_objects(ndimage.label(mine[cut:], np.ones((3, 3)))[0]))
+        ]
+    return found
+
+
+def _speck(glyph: tuple[int, int, int, int]) -> bool:
+    """Whether a blob is at most 2 x 2 px: noise, or a decimal point in a small font."""
+    return glyph[2] - glyph[0] <= 2 and glyph[3] - glyph[1] <= 2
+
+
+def _with_points(
+    line: list[tuple[int, int, int, int]], specks: list[tuple[int, int, int, int]]
+) -> list[tuple[int, int, int, int]]:
+    """A line's glyphs with the specks at its foot between two of them: a decimal point in a
+    small font (1.5 at 6 px), without which its digits are a word's gap apart."""
+    bottom = max(g[3] for g in line)
+    first, last = line[0][2], line[-1][0]
+    points = [s for s in specks if bottom - 1 <= s[3] <= bottom and first <= s[0] and s[2] <= last]
+    return sorted(line + points)
+
+
 def _lines_of(glyphs: list[tuple[int, int, int, int]]) -> list[list[tuple[int, int, int, int]]]:
-    """Glyphs grouped into lines of text, each ordered left to right: a glyph joins the first
-    line (seeded by the tallest glyphs) whose seed's rows hold its centre."""
+    """Glyphs grouped into lines of text, each ordered left to right: a glyph joins the line
+    (seeded by the tallest glyphs) whose seed's rows hold its centre, of two or more the one
+    with a glyph nearest it (a rotated axis title beside a y label is as tall as a line)."""
     lines: list[tuple[tuple[int, int], list[tuple[int, int, int, int]]]] = []
     for glyph in sorted(glyphs, key=lambda g: g[3] - g[1], reverse=True):
         centre = (glyph[1] + glyph[3]) / 2
-        for (top, bottom), line in lines:
-            if top <= centre <= bottom:
-                line.append(glyph)
-                break
+        holding = [line for (top, bottom), line in lines if top <= centre <= bottom]
+        if holding:
+            min(holding, key=lambda line: _gap(glyph, line)).append(glyph)
         else:
             lines.append(((glyph[1], glyph[3]), [glyph]))
     return [sorted(line) for _, line in lines]
 
 
+def _gap(glyph: tuple[int, int, int, int], line: list[tuple[int, int, int, int]]) -> int:
+    """Columns between a glyph and the nearest glyph of a line (0 where they overlap)."""
+    return min(max(g[0] - glyph[2], glyph[0] - g[2], 0) for g in line)
+
+
 def _words(line: list[tuple[int, int, int, int]], gap: float) -> list[Word]:
-    """A line's glyphs split into words where they are more than `gap` px apart."""
+    """A line's glyphs split into words where they are more than `gap` px apart; a speck
+    (_with_points) at a word's start or end is none of its glyphs."""
     groups = [[line[0]]]
     for glyph in line[1:]:
         if glyph[0] - max(g[2] for g in groups[-1]) <= gap:
@@ -231,6 +283,12 @@ def _words(line: list[tuple[int, int, int, int]], gap: float) -> list[Word]:
             groups.append([glyph])
     words = []
     for glyphs in groups:
+        while glyphs and _speck(glyphs[0]):
+            glyphs = glyphs[1:]
+        while glyphs and _speck(glyphs[-1]):
+            glyphs = glyphs[:-1]
+        if not glyphs:
+            continue
         box = (
             float(min(g[0] for g in glyphs)),
             float(min(g[1] for g in glyphs)),
@@ -301,7 +359,9 @@ def _label_words(
     marks where labels crowd) and left of it (y tick labels: right-aligned, the column of words
     nearest the box)."""
     left, top, right, bottom = (int(round(v)) for v in box)
-    glyphs = [g for g in _glyphs(text) if g[3] - g[1] >= 2 or g[2] - g[0] >= 2]
+    found = _glyphs(text)
+    glyphs = [g for g in found if not _speck(g)]
+    specks = [g for g in found if _speck(g)]
     # the text's size is the size of what lies around the box, not of the curves' dots in it
     glyphs = [g for g in glyphs if g[2] <= left or g[0] >= right or g[3] <= top or g[1] >= bottom]
     tall = [g[3] - g[1] for g in glyphs if g[3] - g[1] >= MIN_GLYPH_PX]
@@ -310,16 +370,22 @@ def _label_words(
     # tick marks start at the box's edge, thin; a label keeps a pad from it, or is wider
     below = [
         g
-        for g in glyphs
-        if g[1] >= bottom and g[0] >= left - reach and not _tick_mark(g, bottom + TICK_PAD)
+        for g in _glyphs_below(text, bottom, found)
+        if not _speck(g) and g[0] >= left - reach and not _tick_mark(g, bottom + TICK_PAD)
     ]
     x_words: list[Word] = []
     lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
-    # a line of text holds a glyph a digit tall: not the specks at the box's corner
-    lines = [line for line in lines if max(g[3] - g[1] for g in line) >= MIN_GLYPH_PX]
+    # a line of text holds a glyph a digit tall (not the specks at the box's corner) and one
+    # wider than a tick mark (not a row of tick marks that stand off the box's edge)
+    lines = [
+        line
+        for line in lines
+        if max(g[3] - g[1] for g in line) >= MIN_GLYPH_PX and max(g[2] - g[0] for g in line) > THIN
+    ]
     if lines and min(g[1] for g in lines[0]) <= bottom + reach:
         # the first line under the box; its labels are farther apart than their digits
-        x_words = _split_at_ticks(_words(lines[0], WORD_GAP * size), _x_tick_marks(ink, box))
+        line = _with_points(lines[0], specks)
+        x_words = _split_at_ticks(_words(line, WORD_GAP * size), _x_tick_marks(ink, box))
     # y labels: one a line, right-aligned near the box; the axis title beside them is farther
     # than a word's gap, and a flat glyph at a line's end is a tick mark; a y label is level
     # with a tick inside the box's rows, so it starts above the box's bottom (an x label that
@@ -331,7 +397,7 @@ def _label_words(
     for line in _lines_of(beside):
         if len(line) > 1 and line[-1][3] - line[-1][1] <= 2:
             line = line[:-1]
-        word = _right_word(line, WORD_GAP * 1.5 * size)
+        word = _right_word(_with_points(line, specks), WORD_GAP * 1.5 * size)
         if word.box[2] >= left - reach and word.box[3] - word.box[1] >= MIN_GLYPH_PX:
             y_words.append(word)
     if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
@@ -376,11 +442,13 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     spaced words, the y labels the largest right-aligned column of evenly spaced words left of
     the x labels' middle (or of two, nearest the x labels' start); either empty when there is
     none."""
-    glyphs = [g for g in _glyphs(text) if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
+    found = _glyphs(text)
+    glyphs = [g for g in found if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
     if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
         return [], []
     size = float(np.median([g[3] - g[1] for g in glyphs]))
-    lines = [_words(line, WORD_GAP * size) for line in _lines_of(glyphs)]
+    specks = [g for g in found if _speck(g)]
+    lines = [_words(_with_points(line, specks), WORD_GAP * size) for line in _lines_of(glyphs)]
     rows = [words for words in lines if _evenly_spaced([w.centre[0] for w in words])]
     x_words = max(rows, key=lambda words: words[0].box[1], default=[])
     middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2

@@ -1,8 +1,8 @@
 """Each axis's pixel-to-data mapping, from its tick labels read by Tesseract.
 
 A tick label is centred on its tick (x) or level with it (y), so its word's centre is the tick's
-pixel position and its text the tick's value. The words of many charts are read in one
-Tesseract call (digitize/ocr.py's page of enlarged lines: starting Tesseract costs more than
+pixel position and its text the tick's value. The words of many charts are read in one Tesseract
+call (digitize/ocr.py: a chart's enlarged words a page; starting Tesseract costs more than
 reading a chart). A fit of pixel = a + b * value (linear) or a + b * log10(value) (logarithmic)
 through every pair of ticks keeps the pair whose implied labels (evenly stepped from the pair's)
 best match what was read at every word, even in part; ticks farther than OUTLIER_PX from it are
@@ -10,8 +10,8 @@ misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest are fitt
 squares. The scale whose fit keeps more ticks wins (_better). An axis runs either way: values
 growing rightwards (x) or upwards (y), as axes are drawn, or the other way (IR and NMR spectra
 draw x from 4000 down to 400); the reversed fit is kept where it keeps more ticks (_directed).
-Labels are read in the forms plotting libraries write them: 1,000 (thousands separators),
-1e+03 (ggplot), 10^3 and matplotlib's 10 with a superscript 3, which Tesseract reads as 103
+Labels are read in the forms plotting libraries write them: 1,000 (thousands separators), 1e+03
+(ggplot), 10^3 and matplotlib's 10 with a superscript 3, which Tesseract reads as 103
 (_power_readings).
 """
 
@@ -30,7 +30,7 @@ from PIL import Image
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
 from linefuse.digitize.label_onnx import read_labels
-from linefuse.digitize.ocr import MAX_LINES, edit_distance, label_lines, read_page
+from linefuse.digitize.ocr import edit_distance, label_lines, read_pages
 
 OUTLIER_PX = 2.0  # a tick this far (or OUTLIER_SHARE of the axis's span) off the fit is misread
 OUTLIER_SHARE = 0.02
@@ -58,6 +58,7 @@ MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
 PLAIN = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)")
+DECIMAL = re.compile(r"\.\d")  # a decimal point as labels show one: before a digit
 # each word is read darkened by each (digitize/ocr's gammas suit 9 px labels; the digitizer's
 # words are cut tight to their ink, and lighter darkening keeps 5 px digits' holes open)
 GAMMAS = (1.5, 3.0)
@@ -165,24 +166,24 @@ def read_ticks(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None] | None = None
 ) -> list[tuple[list[Tick], list[Tick]]]:
     """The x and y ticks of each (image, frame) and the multiplier its y labels are in (1 but
-    where an offset text says otherwise: _multiplier), all read in as few Tesseract calls as a
-    page allows. Each word is read once per darkening (GAMMAS) and each distinct number
-    read is a candidate tick: the fit keeps at most one per word, the one that agrees. A word
-    with no number read is a tick with a NaN value (reported as rejected). `inputs`: for each
+    where an offset text says otherwise: _multiplier), all read in one Tesseract call. Each
+    word is read once per darkening (GAMMAS) and each distinct number read is a candidate tick:
+    the fit keeps at most one per word, the one that agrees. A word with no number read is a
+    tick with a NaN value (reported as rejected). `inputs`: for each
     item, the blurred chart it was restored from (of its size) or None; the label reader reads
     each word there too, at the box found in the restoration (_read_by_label_reader)."""
-    lines = []
+    pages = []
     for image, frame in items:
         gray = Image.fromarray(ink_page(image, frame)).convert("L")
+        lines = []
         for word in frame.x_words + frame.y_words:
             lines += label_lines(gray, word.box, GAMMAS)
             if word.exponent is not None:  # read alone too: on the word's line it is misread
                 lines += label_lines(gray, word.exponent, GAMMAS)
         if frame.y_offset is not None:
             lines += label_lines(gray, frame.y_offset.box, GAMMAS)
-    read = []
-    for first in range(0, len(lines), MAX_LINES):
-        read += [text for text, _ in read_page(lines[first : first + MAX_LINES])]
+        pages.append(lines)
+    read = [text for page in read_pages(pages) for text, _ in page]
     crnn = iter(_read_by_label_reader(items, inputs or [None] * len(items)))
     variants, first, found = len(GAMMAS), 0, []
     for _, frame in items:
@@ -368,7 +369,7 @@ def _robust_fit(
     points: np.ndarray,
     values: np.ndarray,
     words: np.ndarray,
-    dotted: np.ndarray,
+    preferred: np.ndarray,
     tolerance: float,
     direction: float,
     read: Readings,
@@ -388,15 +389,15 @@ def _robust_fit(
         inliers = _one_per_word(off, words, tolerance)
         # a pair that no third tick confirms must at least imply a round step; then the labels
         # read first; among pairs as well agreed with, more ticks on the line, a round step, the
-        # labels read with their decimal point as read (not put back), the roundest values (a
-        # misread label is rarely rounder than the ones drawn)
+        # labels read with their decimal point as read (not put back), then read by more
+        # readers, the roundest values (a misread label is rarely rounder than the ones drawn)
         nice = _nice_step(slope, read.spacing)
         key = (
             bool(inliers.sum() > MIN_TICKS or nice),
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
             nice,
-            dotted[inliers].sum(),
+            tuple(preferred[inliers].sum(axis=0)),
             -_digits(values[inliers]),
             -off[inliers].sum(),
         )
@@ -568,7 +569,18 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     points = np.array([t.position for t in good])
     values = np.array([t.value for t in good])
     words = np.array([t.word for t in good])
-    dotted = np.array(["." in normalise(t.text) and parse(t.text) == t.value for t in good])
+    # each tick's claims beyond the fit: read with its decimal point before a digit, as read
+    # (not put back; a trailing point, 100., is a speck or a tick mark), and by how many
+    # readers (Tesseract, the label reader: a value both read is likelier than one either read)
+    preferred = np.array(
+        [
+            (
+                bool(DECIMAL.search(normalise(t.text))) and parse(t.text) == t.value,
+                sum(u.word == t.word and u.value == t.value for u in ticks),
+            )
+            for t in good
+        ]
+    ).reshape(-1, 2)
     power = np.array([t.power for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
@@ -577,7 +589,7 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     if len(np.unique(words[plain])) >= MIN_TICKS:
         read = Readings.of([t for t, keep in zip(good, plain, strict=True) if keep])
         fit = _directed(
-            points[plain], values[plain], words[plain], dotted[plain], tolerance, direction, read
+            points[plain], values[plain], words[plain], preferred[plain], tolerance, direction, read
         )
         if fit is not None:
             fits["linear"] = _over(fit, plain)
@@ -590,7 +602,7 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
             points[positive],
             logs[positive],
             words[positive],
-            dotted[positive],
+            preferred[positive],
             tolerance,
             direction,
             replace(Readings.of(candidates), log=True),
@@ -630,7 +642,7 @@ def _directed(
     points: np.ndarray,
     values: np.ndarray,
     words: np.ndarray,
-    dotted: np.ndarray,
+    preferred: np.ndarray,
     tolerance: float,
     direction: float,
     read: Readings,
@@ -642,10 +654,10 @@ def _directed(
     either way) the usual direction stands, as before. The reversed fit must keep
     REVERSED_TICKS: two labels fit a line either way, and two misreads that descend (an axis
     read as 600, 10) would otherwise turn an unreadable axis into a wrong one."""
-    usual = _robust_fit(points, values, words, dotted, tolerance, direction, read)
+    usual = _robust_fit(points, values, words, preferred, tolerance, direction, read)
     if usual is not None and usual[3].sum() == len(np.unique(words)):
         return usual  # every word kept: nothing to gain
-    reverse = _robust_fit(points, values, words, dotted, tolerance, -direction, read)
+    reverse = _robust_fit(points, values, words, preferred, tolerance, -direction, read)
     if reverse is None or reverse[3].sum() < REVERSED_TICKS:
         return usual
     return reverse if usual is None or reverse[3].sum() > usual[3].sum() else usual

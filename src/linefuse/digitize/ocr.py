@@ -4,9 +4,13 @@ A restorer can sharpen a line and still turn "450" into glyphs nobody can read. 
 chart's sidecar records every tick label's text and pixel box (for matplotlib's charts,
 data/charts/matplotlib_drawer.tick_labels), so each label is cut out, enlarged (6-9 pt at 72-100
 dpi is a few pixels tall, below what Tesseract reads) and darkened, and the labels of one or more
-images are stacked into one page, one a line, read by one Tesseract call: starting Tesseract costs
-more than reading a chart's labels. The character error rate is the edit distance of what was read
-to what was drawn, summed over the labels, over the characters drawn.
+images are read by one Tesseract call: each image's labels are stacked into a page, one a
+line, and the pages go to Tesseract as one document (a list of images). Starting Tesseract costs
+more than reading a chart's labels; a page of the lines of many images read each label as its
+neighbours on the page let it (its reading changed with the batch), and a page of one label
+alone reads many labels worse than a page of its image's labels. The character error rate is the
+edit distance of what was read to what was drawn, summed over the labels, over the characters
+drawn.
 """
 
 from __future__ import annotations
@@ -117,53 +121,80 @@ def _one_thread() -> Iterator[None]:
             os.environ.pop("OMP_THREAD_LIMIT", None)
 
 
-def read_page(
-    lines: list[Image.Image], config: str = CONFIG, separator: str = ""
-) -> list[tuple[str, float]]:
-    """Each line's text and Tesseract's confidence in it (its least sure word; -1 when nothing
-    was read), in one call: each word goes to the line whose rows hold the word's centre, and a
-    line's words are joined by `separator` (none for a number, which Tesseract may split)."""
+def read_pages(
+    pages: list[list[Image.Image]], config: str = CONFIG, separator: str = ""
+) -> list[list[tuple[str, float]]]:
+    """Each page's lines' texts and Tesseract's confidence in each (its least sure word; -1
+    when nothing was read), all pages in one call, each read apart as a page of a document: the
+    lines stacked, each word going to the line whose rows hold its centre, a line's words
+    joined by `separator` (none for a number, which Tesseract may split). A page of more than
+    MAX_LINES lines is read as several."""
+    parts = [
+        (number, lines[first : first + MAX_LINES])
+        for number, lines in enumerate(pages)
+        for first in range(0, len(lines), MAX_LINES)
+    ]
+    if not parts:
+        return [[] for _ in pages]
     pytesseract = _pytesseract()
+    # The pages go to Tesseract as uncompressed BMPs, not as the PNGs pytesseract writes for an
+    # image: compressing a tall page costs a good share of Tesseract's reading of it, which is
+    # as fast from either file and reads the same words (docs/benchmarks.md, "digitize").
+    with _one_thread(), tempfile.TemporaryDirectory(prefix="linefuse-ocr-") as folder:
+        paths = [os.path.join(folder, f"{index:06d}.bmp") for index in range(len(parts))]
+        for path, (_, lines) in zip(paths, parts, strict=True):
+            _stacked(lines).save(path)
+        listing = os.path.join(folder, "pages.txt")
+        with open(listing, "w") as file:
+            file.write("\n".join(paths) + "\n")
+        data = pytesseract.image_to_data(
+            listing, config=config, output_type=pytesseract.Output.DICT
+        )
+    words: list[list[list[tuple[int, str, float]]]] = [[[] for _ in lines] for _, lines in parts]
+    for text, page, left, top, height, conf in zip(
+        data["text"],
+        data["page_num"],
+        data["left"],
+        data["top"],
+        data["height"],
+        data["conf"],
+        strict=True,
+    ):
+        row = int((top + height / 2 - GAP_PX / 2) // (LINE_PX + GAP_PX))
+        if text.strip() and 0 <= row < len(words[page - 1]):
+            words[page - 1][row].append((left, text.strip(), float(conf)))
+    read: list[list[tuple[str, float]]] = [[] for _ in pages]
+    for (number, _), lines in zip(parts, words, strict=True):
+        read[number] += [
+            (
+                separator.join(text for _, text, _ in sorted(found)),
+                min((c for *_, c in found), default=-1.0),
+            )
+            for found in lines
+        ]
+    return read
+
+
+def _stacked(lines: list[Image.Image]) -> Image.Image:
+    """The lines (each LINE_PX tall) one under another on a white page, GAP_PX apart."""
     width = max(line.width for line in lines) + 2 * GAP_PX
     page = Image.new("L", (width, len(lines) * (LINE_PX + GAP_PX) + GAP_PX), 255)
     for row, line in enumerate(lines):
         page.paste(line, (GAP_PX, GAP_PX + row * (LINE_PX + GAP_PX)))
-    # The page goes to Tesseract as an uncompressed BMP, not as the PNG pytesseract writes for an
-    # image: compressing a tall page costs a good share of Tesseract's reading of it, which is as
-    # fast from either file and reads the same words (docs/benchmarks.md, "digitize").
-    with _one_thread(), tempfile.TemporaryDirectory(prefix="linefuse-ocr-") as folder:
-        path = os.path.join(folder, "page.bmp")
-        page.save(path)
-        data = pytesseract.image_to_data(path, config=config, output_type=pytesseract.Output.DICT)
-    words: list[list[tuple[int, str, float]]] = [[] for _ in lines]
-    for text, left, top, height, conf in zip(
-        data["text"], data["left"], data["top"], data["height"], data["conf"], strict=True
-    ):
-        row = int((top + height / 2 - GAP_PX / 2) // (LINE_PX + GAP_PX))
-        if text.strip() and 0 <= row < len(lines):
-            words[row].append((left, text.strip(), float(conf)))
-    return [
-        (
-            separator.join(text for _, text, _ in sorted(found)),
-            min((c for *_, c in found), default=-1.0),
-        )
-        for found in words
-    ]
+    return page
 
 
 def read_labels(
     items: list[tuple[np.ndarray, list[Label]]], config: str = CONFIG, separator: str = ""
 ) -> list[list[str]]:
     """What Tesseract reads in each label's box of each image (uint8 H x W x 3, each at the size
-    its labels' boxes were drawn at), for each (image, labels) item, in as few calls as MAX_LINES
-    allows; `config` and `separator` as read_page's (tick labels by default)."""
-    lines = []
+    its labels' boxes were drawn at), for each (image, labels) item, in one call, each image's
+    labels a page; `config` and `separator` as read_pages' (tick labels by default)."""
+    pages = []
     for image, labels in items:
         gray = Image.fromarray(image).convert("L")
-        lines += [line for label in labels for line in label_lines(gray, label.box)]
-    read = []
-    for first in range(0, len(lines), MAX_LINES):
-        read += read_page(lines[first : first + MAX_LINES], config, separator)
+        pages.append([line for label in labels for line in label_lines(gray, label.box)])
+    read = [reading for page in read_pages(pages, config, separator) for reading in page]
     variants = len(GAMMAS)
     best = [
         max(read[first : first + variants], key=lambda reading: reading[1])[0]

@@ -55,7 +55,9 @@ MARK_EXCESS = 2.0  # line widths: a column's ink this much taller than the line'
 MIN_MARKS = 4  # markers that make a line marked (two lines of one colour cross only a few times)
 MARK_COST = 0.5  # of matching a legend sample to a series: a marker on one and not the other
 UNLIKE = 1e6  # the cost of matching a legend sample to a series of another colour
-BLEND_TINT = 40.0  # RGB distance off the segment between two colours of a blend of them
+# RGB distance off the segment between two colours of a blend of them: a mean of blends of two
+# colours lies on the segment, a series in a colour of its own farther (docs/experiments.md)
+BLEND_TINT = 28.0
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
 GRID_SPAN = 0.35  # of the box's width (height): a row (column) this much in a grid line's colour
 GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that hold that line
