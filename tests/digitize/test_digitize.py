@@ -289,6 +289,28 @@ def test_crowded_x_labels_are_split_at_their_tick_marks():
     assert len(result.x_axis.used) >= 5
 
 
+@needs_tesseract
+def test_labels_drawn_over_each_other_are_cut_between_their_tick_marks():
+    """Ten 8 pt labels on a 2.4 in figure run into each other (matplotlib draws
+    400450500...850 as one line of touching digits) and their in-and-out tick marks stand a
+    row beyond the spine's anti-aliasing: the line is cut at the midpoints between the tick
+    marks, the ticks on the left and right spines (hidden in them) added at the marks' spacing,
+    and the axis reads 400 to 850."""
+
+    def draw(ax):
+        ax.plot(np.linspace(400, 850, 50), np.linspace(0, 1, 50))
+        ax.set_xlim(400, 850)
+        ax.set_xticks(np.arange(400, 851, 50))
+        ax.tick_params(direction="inout", length=3, labelsize=8)
+
+    pixels = _figure(draw, size=(2.4, 2.0), dpi=100)
+    assert len(find_frame(pixels).x_words) == 10
+    result = digitize(pixels)
+    assert result.x_axis.value(result.x_axis.pixel(400.0)) == pytest.approx(400.0)
+    assert {t.value for t in result.x_axis.used} <= set(range(400, 851, 50))
+    assert len(result.x_axis.used) >= 5
+
+
 @pytest.mark.parametrize(
     ("name", "pixels", "reason"),
     [

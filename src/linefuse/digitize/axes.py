@@ -12,6 +12,7 @@ centre is (c + 0.5, r + 0.5), as in the sidecars.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, 
 TICK_ROWS = 2  # px under the box's bottom edge that an outward x tick mark fills at least
 TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, not tick marks
 MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
+CUT_PX = 2  # columns of a glyph cut at a crowded label's edge: fewer are no piece of the label
 
 
 @dataclass(frozen=True)
@@ -244,11 +246,16 @@ def _speck(glyph: tuple[int, int, int, int]) -> bool:
 def _with_points(
     line: list[tuple[int, int, int, int]], specks: list[tuple[int, int, int, int]]
 ) -> list[tuple[int, int, int, int]]:
-    """A line's glyphs with the specks at its foot between two of them: a decimal point in a
-    small font (1.5 at 6 px), without which its digits are a word's gap apart."""
-    bottom = max(g[3] for g in line)
-    first, last = line[0][2], line[-1][0]
-    points = [s for s in specks if bottom - 1 <= s[3] <= bottom and first <= s[0] and s[2] <= last]
+    """A line's glyphs with the specks between two of them at the foot of both: a decimal point
+    in a small font (1.5 at 6 px), without which its digits are a word's gap apart."""
+    points = []
+    for speck in specks:
+        before = [g for g in line if g[2] <= speck[0]]
+        after = [g for g in line if g[0] >= speck[2]]
+        if before and after:
+            foot = max(max(before, key=lambda g: g[2])[3], min(after, key=lambda g: g[0])[3])
+            if foot - 1 <= speck[3] <= foot:
+                points.append(speck)
     return sorted(line + points)
 
 
@@ -306,25 +313,35 @@ def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
 
 def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
     """Centres of the x axis's labelled (major) tick marks: pointing out of the box, else into
-    it (the classic styles' ticks); none unless three or more are evenly spaced."""
+    it (the classic styles' ticks), else across its edge, a row or two each way (a small
+    figure's in-and-out ticks, no longer than the spine's anti-aliasing is wide); none unless
+    three or more are evenly spaced."""
     left, _, right, bottom = (int(round(v)) for v in box)
     start = max(left - 1, 0)
     columns = ink[:, start : right + 1]
-    for band in (columns[bottom:], columns[:bottom][::-1]):  # rows going away from the edge
-        centres = _marks(band)
+    out, into = _lengths(columns[bottom:]), _lengths(columns[:bottom][::-1])
+    for lengths in (out, into, out + into):
+        centres = _marks(lengths)
         if len(centres):
             return centres + start
     return np.zeros(0)
 
 
-def _marks(band: np.ndarray) -> np.ndarray:
-    """Centres (columns of `band`) of the runs of columns inked from its first row on for
-    TICK_ROWS or more, the longest (MAJOR), when three or more are evenly spaced; else none."""
+def _lengths(band: np.ndarray) -> np.ndarray:
+    """For each column of `band` (rows going away from the box's edge), how many rows from the
+    first beyond the spine's are inked; none where TICK_ROWS rows of most columns are (a line),
+    nor in a column inked over half the band (a vertical spine or grid line)."""
     while len(band) and band[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
         band = band[1:]
     if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
-        return np.zeros(0)
+        return np.zeros(band.shape[1], dtype=int)
     lengths = np.argmin(np.vstack([band, np.zeros((1, band.shape[1]), bool)]), axis=0)
+    return np.where(lengths > band.shape[0] / 2, 0, lengths)
+
+
+def _marks(lengths: np.ndarray) -> np.ndarray:
+    """Centres of the runs of columns whose `lengths` are TICK_ROWS or more, the longest
+    (MAJOR), when three or more are evenly spaced; else none."""
     marks = list(zip(*runs(lengths >= TICK_ROWS), strict=True))
     if not marks:
         return np.zeros(0)
@@ -337,19 +354,38 @@ def _marks(band: np.ndarray) -> np.ndarray:
 
 def _split_at_ticks(words: list[Word], ticks: np.ndarray) -> list[Word]:
     """Words that span two or more tick marks (crowded labels whose gaps are as narrow as their
-    digits') split into one word per tick: each glyph joins the tick nearest its centre."""
+    digits', or none: labels drawn over each other) split into one word per tick, at the
+    midpoints between the ticks: a glyph joins the tick whose span holds it, and a glyph across
+    a midpoint (two labels' digits touching) is cut there, each piece CUT_PX wide at least."""
     split = []
     for word in words:
         inside = ticks[(ticks >= word.box[0]) & (ticks <= word.box[2])]
         if len(inside) < 2:
             split.append(word)
             continue
-        groups: dict[int, list] = {}
-        for glyph in word.glyphs:
-            nearest = int(np.abs(inside - (glyph[0] + glyph[2]) / 2).argmin())
-            groups.setdefault(nearest, []).append(glyph)
-        split += [_words(sorted(glyphs), np.inf)[0] for _, glyphs in sorted(groups.items())]
+        inside = _beyond(inside, word.box)
+        edges = [word.box[0], *((inside[1:] + inside[:-1]) / 2), word.box[2] + 1]
+        groups: list[list] = [[] for _ in inside]
+        for left, top, right, bottom in word.glyphs:
+            for index, (start, end) in enumerate(itertools.pairwise(edges)):
+                piece = (max(left, round(start)), top, min(right, round(end)), bottom)
+                if piece[2] - piece[0] >= min(CUT_PX, right - left):
+                    groups[index].append(piece)
+        split += [_words(sorted(glyphs), np.inf)[0] for glyphs in groups if glyphs]
     return split
+
+
+def _beyond(ticks: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
+    """Evenly spaced ticks with more at their spacing where a word spans a quarter of a step
+    beyond the span of the outermost (a tick mark on the box's left or right spine is hidden
+    in it, and its label crowds the next one's)."""
+    step = float(np.median(np.diff(ticks)))
+    first, last = [ticks[0]], [ticks[-1]]
+    while first[0] - 0.75 * step > box[0]:
+        first.insert(0, first[0] - step)
+    while last[-1] + 0.75 * step < box[2]:
+        last.append(last[-1] + step)
+    return np.array(first[:-1] + list(ticks) + last[1:])
 
 
 def _label_words(
@@ -371,7 +407,7 @@ def _label_words(
     below = [
         g
         for g in _glyphs_below(text, bottom, found)
-        if not _speck(g) and g[0] >= left - reach and not _tick_mark(g, bottom + TICK_PAD)
+        if not _speck(g) and g[0] >= left - reach and not _tick_mark(g, (left, top, right, bottom))
     ]
     x_words: list[Word] = []
     lines = sorted(_lines_of(below), key=lambda line: min(g[1] for g in line))
@@ -406,10 +442,14 @@ def _label_words(
     return x_words, y_words
 
 
-def _tick_mark(glyph: tuple[int, int, int, int], pad_end: float) -> bool:
-    """Whether a glyph under the box is an x tick mark: at most THIN px wide, starting within
-    the labels' pad from the box's edge (a "1" that close to the edge is misjudged)."""
-    return glyph[2] - glyph[0] <= THIN and glyph[1] < pad_end
+def _tick_mark(glyph: tuple[int, int, int, int], box: tuple[int, ...]) -> bool:
+    """Whether a glyph under the box is an x tick mark, starting within the labels' pad from
+    the box's edge: at most THIN px wide (a "1" that close to the edge is misjudged), or across
+    the box's left or right edge (the x and y axes' tick marks meeting at a corner)."""
+    left, _, right, bottom = box
+    if glyph[1] >= bottom + TICK_PAD:
+        return False
+    return glyph[2] - glyph[0] <= THIN or any(glyph[0] <= edge < glyph[2] for edge in (left, right))
 
 
 def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
