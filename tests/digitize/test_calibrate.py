@@ -284,3 +284,25 @@ def test_a_trailing_point_is_no_decimal_and_a_value_both_readers_read_wins():
     axis = fit_axis("y", tesseract + reader)
     assert sorted(t.value for t in axis.used) == [50.0, 100.0]
     assert axis.value(121.0) == pytest.approx(50.0)
+
+
+def test_the_label_readers_value_wins_where_it_fits_clearly_closer():
+    """A dev chart's 0.25 ... 1.25 (y) as Tesseract read them, points dropped (025, 050, 100,
+    128: put back, 1.25 is 1.28, 2 px from its tick, near enough to stay in Tesseract's fit and
+    tilt it by half a pixel), and as the label reader read them: as many ticks, fitted four
+    times closer, so the reader's fit is kept."""
+    positions = [67.5, 30.0, 49.0, 105.0, 86.5]
+    read = [["0.75", ".7"], ["128"], ["10", "100"], ["025"], ["050", "0"]]
+    tesseract = []
+    for index, (position, texts) in enumerate(zip(positions, read, strict=True)):
+        word = Word((13.0, position - 3.0, 27.0, position + 3.0))
+        tesseract += _candidates("y", index, word, texts)
+    tesseract += _points_dropped(tesseract)
+    reader = [
+        replace(tick, word=index, by_label_reader=True)
+        for index, tick in enumerate(_y_words(positions, ["0.75", "1.25", "1.00", "0.25", "0.50"]))
+    ]
+    assert fit_axis("y", tesseract).value(30.0) > 1.26  # off by over 1 % of the range
+    axis = fit_axis("y", tesseract + reader)
+    assert sorted(t.value for t in axis.used) == [0.25, 0.5, 0.75, 1.0, 1.25]
+    assert axis.value(30.0) == pytest.approx(1.25, abs=0.002)

@@ -37,7 +37,8 @@ OUTLIER_SHARE = 0.02
 REFIT_PX = 1.5  # a tick kept must lie this near the least-squares fit of the ticks kept
 MIN_TICKS = 2  # a mapping needs two ticks; with three or more, the residual can reject one
 SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader's must add
-CLEARLY_MORE = 2  # ... this many more ticks to win
+CLEARLY_MORE = 2  # ... this many more ticks to win, or as many with a residual under TIGHTER
+TIGHTER = 0.5  # of Tesseract's fit's (which is over TIGHTER px)
 MAX_DECIMALS = 4  # of a tick label
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
@@ -549,14 +550,19 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     joining them; that fit is kept where it keeps as many ticks while fewer than SURE_TICKS of
     Tesseract's agree (two ticks fit any line; the reader reads tiny and restored labels better),
     and CLEARLY_MORE more once they do (a digit the reader drops from every label makes a
-    consistent, wrong axis that must not outvote Tesseract's)."""
+    consistent, wrong axis that must not outvote Tesseract's), or as many that fit clearly
+    closer (TIGHTER: a label Tesseract misread near its value, 1.25 as 1.28, that the reader
+    read right; a consistent, wrong axis fits no closer)."""
     tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
     both = _fit(name, ticks, ticks)
-    if tesseract is None:
-        return both
+    if tesseract is None or both is None:
+        return both or tesseract
     # once SURE_TICKS of Tesseract's agree, the label reader's must add CLEARLY_MORE ticks
     more = CLEARLY_MORE if len(tesseract.used) >= SURE_TICKS else 0
-    if both is not None and len(both.used) >= len(tesseract.used) + more:
+    if len(both.used) >= len(tesseract.used) + more:
+        return both
+    tighter = both.residual < TIGHTER * tesseract.residual and tesseract.residual > TIGHTER
+    if len(both.used) >= len(tesseract.used) and tighter:
         return both
     return tesseract
 
