@@ -306,3 +306,19 @@ def test_the_label_readers_value_wins_where_it_fits_clearly_closer():
     axis = fit_axis("y", tesseract + reader)
     assert sorted(t.value for t in axis.used) == [0.25, 0.5, 0.75, 1.0, 1.25]
     assert axis.value(30.0) == pytest.approx(1.25, abs=0.002)
+
+
+def test_three_misread_ticks_that_step_unroundly_lose_to_a_round_step():
+    """plotnine's 0, 500, 1000, 1500 (y, 34.25 px apart) as a dev chart's were read: 1000;
+    600 or 800; 1500 or 1800; 0 by the label reader only. 0, 600 and 1800 lie on one line
+    (a step of 600), as 0, 1000 and 1500 do (500): the round step wins."""
+    read = [(95.5, ["1000"], ["1000"]), (129.5, ["800", "600"], ["800"])]
+    read += [(61.0, ["1500", "1800"], ["1500"]), (164.0, ["/"], ["0"])]
+    ticks = []
+    for index, (position, tesseract, reader) in enumerate(read):
+        word = Word((13.0, position - 3.0, 29.0, position + 3.0))
+        ticks += _candidates("y", index, word, tesseract)
+        ticks += [replace(t, by_label_reader=True) for t in _candidates("y", index, word, reader)]
+    axis = fit_axis("y", ticks)
+    assert sorted(t.value for t in axis.used) == [0.0, 1000.0, 1500.0]
+    assert axis.value(129.5) == pytest.approx(500.0, abs=5.0)

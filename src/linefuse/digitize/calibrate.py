@@ -388,13 +388,16 @@ def _robust_fit(
             continue
         off = np.abs(points[i] + slope * (values - values[i]) - points)
         inliers = _one_per_word(off, words, tolerance)
-        # a pair that no third tick confirms must at least imply a round step; then the labels
-        # read first; among pairs as well agreed with, more ticks on the line, a round step, the
-        # labels read with their decimal point as read (not put back), then read by more
-        # readers, the roundest values (a misread label is rarely rounder than the ones drawn)
+        # a pair that no third tick confirms must at least imply a round step; then a round
+        # step (three misread ticks rarely step roundly: 0, 600, 1800 read where 0, 500, 1500
+        # are drawn); then the labels read first; among pairs as well agreed with, more ticks on
+        # the line, the labels read with their decimal point as read (not put back), then read
+        # by more readers, the roundest values (a misread label is rarely rounder than the ones
+        # drawn)
         nice = _nice_step(slope, read.spacing)
         key = (
             bool(inliers.sum() > MIN_TICKS or nice),
+            nice,
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
             nice,
@@ -519,13 +522,14 @@ def _tick_step(slope: float, spacing: float) -> float | None:
 
 
 def _nice_step(slope: float, spacing: float) -> bool:
-    """Whether the step between neighbouring ticks is a round one, 1, 2, 2.5 or 5 times a power
-    of ten, as axes choose; a pair of misread labels rarely implies one."""
+    """Whether the step between neighbouring ticks is a round one, 1, 2, 2.5, 3, 4 or 5 times a
+    power of ten, as axes choose (matplotlib's 1, 2, 2.5 and 5; ggplot's and plotnine's extended
+    breaks 3 and 4 too); a pair of misread labels rarely implies one."""
     step = _tick_step(slope, spacing)
     if step is None:
         return False
     mantissa = step / 10.0 ** math.floor(math.log10(step))
-    return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 5.0, 10.0))
+    return any(abs(mantissa - nice) < 0.03 * nice for nice in (1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 10.0))
 
 
 def _decades(slope: float, spacing: float) -> bool:
