@@ -12,6 +12,7 @@ import pytest
 from linefuse.digitize.axes import Word
 from linefuse.digitize.calibrate import (
     _candidates,
+    _exponent_readings,
     _multiplier,
     _points_dropped,
     _separators_read_as_points,
@@ -322,3 +323,21 @@ def test_three_misread_ticks_that_step_unroundly_lose_to_a_round_step():
     axis = fit_axis("y", ticks)
     assert sorted(t.value for t in axis.used) == [0.0, 1000.0, 1500.0]
     assert axis.value(129.5) == pytest.approx(500.0, abs=5.0)
+
+
+def test_a_log_axis_with_a_label_misread_steps_by_the_labels_spacing():
+    """matplotlib's 10^4, 10^3, 10^2, 10^1 (y, 54 px apart) as a dev chart's were read by
+    Tesseract: 104; 10 with the exponent 2; 10 and 1; 10 or 107 and 2. 10^4, 10^2 and 10^1 fit
+    a log line; the labels step one decade (their spacing), though the three are 108 and 55 px
+    apart."""
+    read = [(24.5, ["104"], []), (78.5, ["10"], ["2"]), (187.5, ["10"], ["1"])]
+    read += [(132.5, ["10", "107"], ["2"])]
+    ticks = []
+    for index, (position, texts, exponents) in enumerate(read):
+        word = Word((22.0, position - 5.0, 40.0, position + 5.0))
+        ticks += _candidates("y", index, word, texts)
+        ticks += _exponent_readings(exponents, ticks[-1])
+    axis = fit_axis("y", ticks)
+    assert axis.scale == "log"
+    assert sorted(t.value for t in axis.used) == [10.0, 100.0, 10000.0]
+    assert axis.value(78.5) == pytest.approx(1000.0, rel=0.05)

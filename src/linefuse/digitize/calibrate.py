@@ -619,7 +619,7 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
         )
         # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
         # (10000, 20000, 40000: a misread linear axis) are no log axis
-        if fit is not None and _decades(fit[1], _spacing(points[positive][fit[3]])):
+        if fit is not None and _decades(fit[1], _spacing(points[positive])):
             # inliers over all ticks: the non-positive ones are off a log axis
             fits["log"] = _over(fit, positive)
     scale = _better(fits, power)
