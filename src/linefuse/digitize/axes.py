@@ -213,27 +213,34 @@ def _glyphs(text: np.ndarray) -> list[tuple[int, int, int, int]]:
 def _glyphs_below(
     text: np.ndarray, bottom: int, glyphs: list[tuple[int, int, int, int]]
 ) -> list[tuple[int, int, int, int]]:
-    """Boxes of the blobs of `text` under row `bottom` (the box's bottom edge), cut from the
-    spine, each without the tick mark it touches: the leading rows at most THIN px wide that
-    start within TICK_PAD of the edge (small labels touch their tick marks: plotnine's). The
-    foot of a glyph (of `glyphs`, the image's) that crosses the edge is none: a y label's."""
+    """Boxes of the blobs of `text` under row `bottom` (the box's bottom edge), but the tick
+    marks (starting within TICK_PAD of the edge, no row wider than THIN px), each without the
+    tick mark it touches (small labels touch theirs: plotnine's): its leading rows at most THIN
+    px wide within TICK_PAD of the edge. A blob joined to what is above the edge counts where
+    it is joined by a tick mark (no wider than THIN at the edge) and its pieces are no taller
+    than MAX_GLYPH_PX (not a curve under a grid line taken for the edge), and not the foot of a
+    glyph (of `glyphs`, the image's) that crosses the edge (a y label's)."""
     crossing = [g for g in glyphs if g[1] < bottom < g[3] and g[3] - g[1] <= MAX_GLYPH_PX]
     labelled, _ = ndimage.label(text[bottom:], structure=np.ones((3, 3)))
     found = []
     for index, (rows, cols) in enumerate(ndimage.find_objects(labelled), 1):
-        if any(g[0] <= cols.start and cols.stop <= g[2] for g in crossing if rows.start == 0):
-            continue
         mine = labelled[rows, cols] == index
         widths = mine.sum(axis=1)
         if rows.start < TICK_PAD and widths.max() <= THIN:
-            continue  # a tick mark alone
+            continue  # a tick mark
+        joined = rows.start == 0
+        if joined and (
+            widths[0] > THIN or any(g[0] <= cols.start and cols.stop <= g[2] for g in crossing)
+        ):
+            continue
         cut = 0
         while cut < len(widths) - 1 and widths[cut] <= THIN and rows.start + cut < TICK_PAD:
             cut += 1
         top = bottom + rows.start + cut
         found += [
             (cols.start + c.start, top + r.start, cols.start + c.stop, top + r.stop)
-            for r, c in (ndimage.find_objects(ndimage.label(mine[cut:], np.ones((3, 3)))[0]))
+            for r, c in ndimage.find_objects(ndimage.label(mine[cut:], np.ones((3, 3)))[0])
+            if not joined or r.stop - r.start <= MAX_GLYPH_PX
         ]
     return found
 
