@@ -253,13 +253,14 @@ def _speck(glyph: tuple[int, int, int, int]) -> bool:
 def _with_points(
     line: list[tuple[int, int, int, int]], specks: list[tuple[int, int, int, int]]
 ) -> list[tuple[int, int, int, int]]:
-    """A line's glyphs with the specks between two of them at the foot of both: a decimal point
-    in a small font (1.5 at 6 px), without which its digits are a word's gap apart."""
+    """A line's glyphs with the specks in a gap between two of them at the foot of both: a
+    decimal point in a small font (1.5 at 6 px), without which its digits are a word's gap
+    apart. A speck under a glyph's columns is a broken piece of it (a 5's foot), no point."""
     points = []
     for speck in specks:
         before = [g for g in line if g[2] <= speck[0]]
         after = [g for g in line if g[0] >= speck[2]]
-        if before and after:
+        if before and after and len(before) + len(after) == len(line):
             foot = max(max(before, key=lambda g: g[2])[3], min(after, key=lambda g: g[0])[3])
             if foot - 1 <= speck[3] <= foot:
                 points.append(speck)
