@@ -246,8 +246,10 @@ def _glyphs_below(
 
 
 def _speck(glyph: tuple[int, int, int, int]) -> bool:
-    """Whether a blob is at most 2 x 2 px: noise, or a decimal point in a small font."""
-    return glyph[2] - glyph[0] <= 2 and glyph[3] - glyph[1] <= 2
+    """Whether a blob is at most 2 x 2 px and no wider than tall: noise, or a decimal point in a
+    small font (a minus sign that small is wider than tall: a glyph)."""
+    width, height = glyph[2] - glyph[0], glyph[3] - glyph[1]
+    return width <= min(height, 2) and height <= 2
 
 
 def _with_points(
