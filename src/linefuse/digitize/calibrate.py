@@ -170,9 +170,9 @@ def read_ticks(
     where an offset text says otherwise: _multiplier), all read in one Tesseract call. Each
     word is read once per darkening (GAMMAS) and each distinct number read is a candidate tick:
     the fit keeps at most one per word, the one that agrees. A word with no number read is a
-    tick with a NaN value (reported as rejected). `inputs`: for each
-    item, the blurred chart it was restored from (of its size) or None; the label reader reads
-    each word there too, at the box found in the restoration (_read_by_label_reader)."""
+    tick with a NaN value (reported as rejected). `inputs`: for each item, the blurred chart it
+    was restored from (of its size) or None; the label reader reads each word there too, at the
+    box found in the restoration (_read_by_label_reader)."""
     pages = []
     for image, frame in items:
         gray = Image.fromarray(ink_page(image, frame)).convert("L")
