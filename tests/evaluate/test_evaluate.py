@@ -248,7 +248,6 @@ def test_eval_detail_has_every_table(evaluated):
     shortfall = report["sweep"][f"s{max(sweep)}"]["psnr"] - report["sweep"]["s4"]["psnr"]
     assert few["psnr_shortfall_db"] == pytest.approx(shortfall, abs=1e-3)
     assert few["speedup"] == pytest.approx(speed[max(sweep)] / speed[4], rel=0.01)
-    assert few["speedup"] > 1.5  # 4 steps against 8
     # whole test images (shards.test_crop: null): the 96 x 64 charts, one row per cell; with
     # eval.deskew, the input as the models got it beside the input as drawn
     grid = Image.open(evaluated / "reports/samples.png")
