@@ -1,8 +1,8 @@
 """Digitize charts blurred, restored and sharp: a built project's splits (by default val, which
-evaluate does not report), or a chart set of digitize's own (linefuse.digitize.sets: `dev`,
-which its rules are decided on, or `report`, read once every decision is made).
+evaluate does not report), or a chart set of digitize's own (linefuse.digitize.sets: `dev` and
+`dev2`, which its rules are decided on, or `report`, read once every decision is made).
 
-    python benchmarks/digitize_restored.py [--splits val | --set dev|report [--library NAME]
+    python benchmarks/digitize_restored.py [--splits val | --set dev|dev2|report [--library NAME]
         [--charts N]] [--levels medium hard] [--alone] [--out FILE.json]
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts

@@ -198,6 +198,18 @@ def test_negative_powers_read_on_one_line_make_a_log_axis():
     assert axis.value(40.0) == pytest.approx(10**-0.5)
 
 
+def test_ggplots_powers_read_without_their_one_make_a_log_axis():
+    """plotnine's 1e2 ... 1e5 on a log y at 5 px: the 1 is a glyph a pixel or two wide and
+    Tesseract reads e3 or e+4 (no number); each is 10^n for log fits, and with the two read
+    whole, four ticks at even steps make the log axis. A reading e999 is no float."""
+    rows = [160.0, 120.0, 80.0, 40.0]
+    axis = fit_axis("y", _y_words(rows, ["1e2", "e3", "e+4", "1e5"]))
+    assert axis.scale == "log" and len(axis.used) == 4
+    assert axis.value(100.0) == pytest.approx(10**3.5)
+    (tick,) = _candidates("y", 0, Word((0.0, 0.0, 20.0, 8.0)), ["e999"])
+    assert math.isnan(tick.value)
+
+
 def test_a_descending_log_axis():
     axis = fit_axis("x", _x_words([40.0, 120.0, 200.0, 280.0], ["104", "103", "102", "101"]))
     assert axis.scale == "log" and axis.direction == "descending"
@@ -264,11 +276,19 @@ def test_two_ticks_no_third_confirms_must_imply_a_round_step():
 
 @pytest.mark.parametrize(
     ("readings", "multiplier"),
-    [(["1e7", "1e7"], 1e7), (["e7", "e7"], 1e7), (["", "1e-5"], 1e-5), (["e", "7"], 1.0)],
+    [
+        (["1e7", "1e7"], 1e7),
+        (["e7", "e7"], 1e7),
+        (["", "1e-5"], 1e-5),
+        (["166", "166"], 1e6),
+        (["e", "7"], 1.0),
+        (["16", "7"], 1.0),
+    ],
 )
 def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multiplier):
     """matplotlib writes a y axis's multiplier as 1eN; the 1, two pixels wide in a small font,
-    is often not read, and the multiplier is still 10^N. What reads as no such text is 1."""
+    is often not read, its e is read as a 6 (166), and the multiplier is still 10^N. What
+    reads as no such text is 1."""
     assert _multiplier(readings) == multiplier
 
 

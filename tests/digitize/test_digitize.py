@@ -16,6 +16,7 @@ from PIL import Image
 from linefuse.digitize.axes import find_frame
 from linefuse.digitize.calibrate import Tick, fit_axis
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
+from linefuse.digitize.label_onnx import read_labels
 from linefuse.digitize.outputs import csv_text, digitize_files
 from linefuse.digitize.score import score
 
@@ -109,6 +110,45 @@ def test_a_log_axis_is_fitted_as_log():
     # the peak, 10^3 at 550 nm, read within a few percent on the log axis
     assert series.y.max() == pytest.approx(1000, rel=0.1)
     assert series.x[series.y.argmax()] == pytest.approx(550, abs=5)
+
+
+def test_the_shipped_reader_reads_matplotlibs_powers_of_ten():
+    """matplotlib labels a log axis 10 with a superscript exponent, 2-3 px tall at 100 dpi:
+    the label reader reads them as 10^n (the digitize reader's alphabet has the caret)."""
+    x = np.linspace(400, 700, 200)
+
+    def draw(ax):
+        ax.semilogy(x, 10 ** (1 + 2 * np.exp(-(((x - 550) / 40) ** 2))), color="tab:blue")
+        ax.set_ylim(10, 1000)
+        ax.minorticks_off()
+
+    pixels = _figure(draw)
+    boxes = np.array([word.box for word in find_frame(pixels).y_words], np.float32)
+    assert sorted(read_labels(pixels, boxes)) == ["10^1", "10^2", "10^3"]
+
+
+def test_each_label_is_placed_between_its_centre_and_its_tick_mark():
+    """A word's position is the mean of its centre and its tick mark's (snapped to a pixel by
+    Agg: the value within half a pixel of the mark's column's left edge); at 100 dpi both
+    matplotlib axes' labels land within 0.4 px of where it put their values (their centres
+    alone: up to half a pixel off)."""
+    x = np.linspace(400, 700, 200)
+    figure, ax = plt.subplots(figsize=(3.2, 2.4), dpi=100)
+    ax.plot(x, 30000 * np.exp(-(((x - 550) / 40) ** 2)), color="tab:blue")
+    ax.set_ylim(0, 30000)
+    figure.tight_layout()
+    figure.canvas.draw()
+    pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+    truth = (
+        [ax.transData.transform((v, 0))[0] for v in ax.get_xticks()],
+        [pixels.shape[0] - ax.transData.transform((400, v))[1] for v in ax.get_yticks()],
+    )
+    plt.close(figure)
+    frame = find_frame(pixels)
+    for axis, words in enumerate((frame.x_words, frame.y_words)):
+        assert len(words) >= 4 and all(word.tick is not None for word in words[1:-1])
+        for word in words:
+            assert np.abs(np.array(truth[axis]) - word.position(axis)).min() <= 0.4
 
 
 def test_a_misread_label_is_rejected_by_the_residual():
@@ -311,12 +351,20 @@ def test_labels_drawn_over_each_other_are_cut_between_their_tick_marks():
     assert len(result.x_axis.used) >= 5
 
 
+def _box_to_the_bottom_edge() -> np.ndarray:
+    """A framed plot area whose bottom spine is the image's last row: no room for x labels."""
+    pixels = np.full((120, 160, 3), 255, np.uint8)
+    pixels[10, 20:150] = pixels[119, 20:150] = pixels[10:, 20] = pixels[10:, 149] = 0
+    return pixels
+
+
 @pytest.mark.parametrize(
     ("name", "pixels", "reason"),
     [
         ("white", np.full((150, 200, 3), 255, np.uint8), "no axis"),
         ("noise", np.random.default_rng(0).integers(0, 256, (150, 200, 3), np.uint8), "no axis"),
         ("tiny", np.zeros((10, 10, 3), np.uint8), "too small"),
+        ("box to the bottom edge", _box_to_the_bottom_edge(), "no tick labels found on the x"),
     ],
 )
 def test_unreadable_inputs_say_why(name, pixels, reason):

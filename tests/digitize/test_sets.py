@@ -1,6 +1,6 @@
-"""digitize is decided apart from what it reports (issue 72): its dev set and report set are the
-default recipe drawn with seeds of their own, sharing no chart with each other nor with the
-splits the default run reports, by content; the dev set leaves the held-out looks out; and every
+"""digitize is decided apart from what it reports (issue 72): its two dev sets and report set are
+the default recipe drawn with seeds of their own, sharing no chart with each other nor with the
+splits the default run reports, by content; the dev sets leave the held-out looks out; and every
 chart in tests/digitize/fixtures is a dev chart, redrawn here byte for byte."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from linefuse import paths
 from linefuse.data.charts import draw_chart
 from linefuse.data.charts.plan import DECIMALS
 from linefuse.data.images import load_rgb
-from linefuse.digitize.sets import dev_chart_params, report_chart_params
+from linefuse.digitize.sets import dev2_chart_params, dev_chart_params, report_chart_params
 from linefuse.params import ParamsError
 from linefuse.params.full import load_params, parse_params
 
@@ -45,9 +45,11 @@ def test_the_sets_share_no_chart_with_each_other_or_the_reported_splits(tiny_pro
     assert len(reported) == rows.height > 0
     count = params.data.charts.count
     dev = {digest(draw_chart(dev_chart_params(params), i)[0]) for i in range(count)}
+    dev2 = {digest(draw_chart(dev2_chart_params(params), i)[0]) for i in range(count)}
     report = {digest(draw_chart(report_chart_params(params), i)[0]) for i in range(count)}
-    assert len(dev) == len(report) == count
-    assert not dev & reported and not report & reported and not dev & report
+    assert len(dev) == len(dev2) == len(report) == count
+    assert not (dev | dev2 | report) & reported
+    assert not dev & report and not dev2 & report and not dev & dev2
     # the hashes see an overlap where there is one: the default data's own charts
     default = {digest(draw_chart(params.data.charts, i)[0]) for i in range(count)}
     assert reported <= default
@@ -65,7 +67,11 @@ def test_the_dev_set_leaves_the_held_out_looks_out():
 
 @pytest.mark.parametrize(
     ("key", "same_as"),
-    [("dev_seed", ("data", "charts", "seed")), ("report_seed", ("base", "score_seed"))],
+    [
+        ("dev_seed", ("data", "charts", "seed")),
+        ("dev2_seed", ("digitize_sets", "dev_seed")),
+        ("report_seed", ("base", "score_seed")),
+    ],
 )
 def test_the_sets_seeds_are_their_own(key, same_as):
     raw = copy.deepcopy(tiny_params())

@@ -1,24 +1,26 @@
 """Tick-label text: the alphabet every reader of labels shares, and its CTC encoding.
 
 Tesseract (digitize/ocr.py) is restricted to it, and the label reader (digitize/label_reader.py)
-predicts it: what tick labels hold. matplotlib draws U+2212 as its minus sign, read as '-'.
+predicts it: what tick labels hold. matplotlib draws U+2212 as its minus sign, read as '-', and
+its log labels as 10 with a superscript exponent, written 10^2.
 """
 
 from __future__ import annotations
 
 import re
 
-ALPHABET = "0123456789.-+e"
+ALPHABET = "0123456789.-+e^"
 MINUS = str.maketrans({"\u2212": "-"})
-# matplotlib's log labels are mathtext, $\mathdefault{10^{2}}$: what they show is 10^{2}
+# matplotlib's log labels are mathtext, $\mathdefault{10^{2}}$: what they show is 10^2
 MATHTEXT = re.compile(r"^\$\\mathdefault\{(.*)\}\$$")
+EXPONENT = re.compile(r"\^\{(.*)\}")
 
 
 def normalise(text: str) -> str:
-    """A label's text as compared: matplotlib's minus as '-', its mathtext wrapper dropped,
-    no white space."""
+    """A label's text as compared: matplotlib's minus as '-', its mathtext wrapper and an
+    exponent's braces dropped (10^{-1} as 10^-1), no white space."""
     clean = "".join(text.translate(MINUS).split())
-    return MATHTEXT.sub(r"\1", clean)
+    return EXPONENT.sub(r"^\1", MATHTEXT.sub(r"\1", clean))
 
 
 def readable(text: str) -> bool:

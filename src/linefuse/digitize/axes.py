@@ -13,7 +13,7 @@ centre is (c + 0.5, r + 0.5), as in the sidecars.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import ndimage
@@ -39,17 +39,20 @@ LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, 
 TICK_ROWS = 2  # px under the box's bottom edge that an outward x tick mark fills at least
 TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, not tick marks
 MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
+CRISP = 0.8  # of a tick mark's ink in one column: it was snapped to the pixel grid
 CUT_PX = 2  # columns of a glyph cut at a crowded label's edge: fewer are no piece of the label
 
 
 @dataclass(frozen=True)
 class Word:
     """A group of glyphs on one line: its box (left, top, right, bottom), continuous pixels,
-    and its glyphs' boxes (left, top, right, bottom; integer pixels, ends exclusive), left to
-    right."""
+    its glyphs' boxes (left, top, right, bottom; integer pixels, ends exclusive), left to
+    right, and the centre of the tick mark it labels (x for an x label, y for a y label),
+    where one was found level with it."""
 
     box: tuple[float, float, float, float]
     glyphs: tuple[tuple[int, int, int, int], ...] = ()
+    tick: float | None = None
 
     @property
     def point(self) -> int | None:
@@ -83,6 +86,15 @@ class Word:
     def centre(self) -> tuple[float, float]:
         left, top, right, bottom = self.box
         return (left + right) / 2, (top + bottom) / 2
+
+    def position(self, axis: int) -> float:
+        """Where along the axis (0: x, 1: y) its value lies: its centre, averaged with its tick
+        mark's where one was found. Each is off by up to a pixel in its own way (a label's
+        glyphs are not symmetric: matplotlib centres a y label's baseline, and 10 with a raised
+        exponent is taller above; a tick mark is snapped to the pixel grid), and their mean is
+        nearer than either (docs/experiments.md)."""
+        centre = self.centre[axis]
+        return centre if self.tick is None else (centre + self.tick) / 2
 
 
 @dataclass(frozen=True)
@@ -220,6 +232,8 @@ def _glyphs_below(
     it is joined by a tick mark (no wider than THIN at the edge) and its pieces are no taller
     than MAX_GLYPH_PX (not a curve under a grid line taken for the edge), and not the foot of a
     glyph (of `glyphs`, the image's) that crosses the edge (a y label's)."""
+    if bottom >= len(text):  # the box reaches the image's bottom edge: nothing under it
+        return []
     crossing = [g for g in glyphs if g[1] < bottom < g[3] and g[3] - g[1] <= MAX_GLYPH_PX]
     labelled, _ = ndimage.label(text[bottom:], structure=np.ones((3, 3)))
     found = []
@@ -321,45 +335,98 @@ def _right_word(line: list[tuple[int, int, int, int]], gap: float) -> Word:
     return _words(line, gap)[-1]
 
 
-def _x_tick_marks(ink: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
-    """Centres of the x axis's labelled (major) tick marks: pointing out of the box, else into
-    it (the classic styles' ticks), else across its edge, a row or two each way (a small
-    figure's in-and-out ticks, no longer than the spine's anti-aliasing is wide); none unless
-    three or more are evenly spaced."""
+def _x_tick_marks(far: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
+    """Centres of the x axis's labelled (major) tick marks (`far`: each pixel's distance from
+    the background): pointing out of the box, else into it (the classic styles' ticks), else
+    across its edge, a row or two each way (a small figure's in-and-out ticks, no longer than
+    the spine's anti-aliasing is wide); none unless three or more are evenly spaced."""
     left, _, right, bottom = (int(round(v)) for v in box)
     start = max(left - 1, 0)
-    columns = ink[:, start : right + 1]
-    out, into = _lengths(columns[bottom:]), _lengths(columns[:bottom][::-1])
-    for lengths in (out, into, out + into):
-        centres = _marks(lengths)
+    columns = far[:, start : right + 1]
+    return _tick_marks(columns[bottom:], columns[:bottom][::-1]) + start
+
+
+def _y_tick_marks(far: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
+    """Centres of the y axis's labelled tick marks, as _x_tick_marks finds the x axis's: out of
+    the box's left edge, else into it, else across it."""
+    left, top, _, bottom = (int(round(v)) for v in box)
+    start = max(top - 1, 0)
+    rows = far[start : bottom + 1].T  # the image's columns as rows, from its left edge
+    return _tick_marks(rows[:left][::-1], rows[left:]) + start
+
+
+def _tick_marks(out: np.ndarray, into: np.ndarray) -> np.ndarray:
+    """Centres (in the bands' columns) of the major tick marks in the band out of the box's
+    edge, else in the band into it, else across it (each band's rows going away from the edge,
+    `far` values)."""
+    (out_lengths, out_weights), (in_lengths, in_weights) = _lengths(out), _lengths(into)
+    for lengths, weights in (
+        (out_lengths, out_weights),
+        (in_lengths, in_weights),
+        (out_lengths + in_lengths, out_weights + in_weights),
+    ):
+        centres = _marks(lengths, weights)
         if len(centres):
-            return centres + start
+            return centres
     return np.zeros(0)
 
 
-def _lengths(band: np.ndarray) -> np.ndarray:
-    """For each column of `band` (rows going away from the box's edge), how many rows from the
-    first beyond the spine's are inked; none where TICK_ROWS rows of most columns are (a line),
-    nor in a column inked over half the band (a vertical spine or grid line)."""
-    while len(band) and band[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
-        band = band[1:]
-    if band.shape[0] < TICK_ROWS or band[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
-        return np.zeros(band.shape[1], dtype=int)
-    lengths = np.argmin(np.vstack([band, np.zeros((1, band.shape[1]), bool)]), axis=0)
-    return np.where(lengths > band.shape[0] / 2, 0, lengths)
+def _at_ticks(words: list[Word], ticks: np.ndarray, axis: int) -> list[Word]:
+    """The words with the tick mark each labels (Word.position): the one within half the
+    word's extent along the axis (0: x, its width; 1: y, its height) of its centre."""
+    if not len(ticks):
+        return words
+    placed = []
+    for word in words:
+        centre, half = word.centre[axis], (word.box[axis + 2] - word.box[axis]) / 2
+        nearest = float(ticks[np.abs(ticks - centre).argmin()])
+        placed.append(replace(word, tick=nearest) if abs(nearest - centre) <= half else word)
+    return placed
 
 
-def _marks(lengths: np.ndarray) -> np.ndarray:
+def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each column of `band` (`far` values, rows going away from the box's edge), how many
+    rows from the first beyond the spine's are inked, and how dark its first TICK_ROWS of them
+    are (summed `far`); no length where TICK_ROWS rows of most columns are inked (a line), nor
+    in a column inked over half the band (a vertical spine or grid line)."""
+    ink = band > INK
+    while len(ink) and ink[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
+        ink, band = ink[1:], band[1:]
+    weights = band[:TICK_ROWS].sum(axis=0)
+    if ink.shape[0] < TICK_ROWS or ink[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
+        return np.zeros(ink.shape[1], dtype=int), weights
+    lengths = np.argmin(np.vstack([ink, np.zeros((1, ink.shape[1]), bool)]), axis=0)
+    return np.where(lengths > ink.shape[0] / 2, 0, lengths), weights
+
+
+def _marks(lengths: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Centres of the runs of columns whose `lengths` are TICK_ROWS or more, the longest
-    (MAJOR), when three or more are evenly spaced; else none."""
+    (MAJOR), when three or more are evenly spaced; else none. Each centre is its columns'
+    centre weighted by their darkness (`weights`): an anti-aliased mark's shades say where in
+    its pixels it lies."""
     marks = list(zip(*runs(lengths >= TICK_ROWS), strict=True))
     if not marks:
         return np.zeros(0)
     longest = np.array([lengths[a:b].max() for a, b in marks])
     centres = [
-        (a + b) / 2 for (a, b), n in zip(marks, longest, strict=True) if n >= MAJOR * longest.max()
+        _mark_centre(weights[a:b]) + a
+        for (a, b), n in zip(marks, longest, strict=True)
+        if n >= MAJOR * longest.max()
     ]
     return np.array(centres) if _evenly_spaced(centres) else np.zeros(0)
+
+
+def _mark_centre(shades: np.ndarray) -> float:
+    """Where the value a tick mark stands for lies, in its columns (`shades`: each one's
+    darkness). An anti-aliased mark's shades say where in its pixels it lies: their centroid.
+    A crisp one (a column holding CRISP of its ink) was snapped to a pixel, as matplotlib's Agg
+    snaps a tick to floor(x + 0.5) + 0.5: its value lies within half a pixel of its column's
+    left edge."""
+    columns = np.arange(len(shades)) + 0.5
+    darkest = int(shades.argmax())
+    if shades[darkest] >= CRISP * shades.sum():
+        return float(darkest)
+    return float(np.average(columns, weights=shades + 1e-9))
 
 
 def _split_at_ticks(words: list[Word], ticks: np.ndarray) -> list[Word]:
@@ -399,11 +466,12 @@ def _beyond(ticks: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
 
 
 def _label_words(
-    text: np.ndarray, box: tuple[float, ...], ink: np.ndarray
+    text: np.ndarray, box: tuple[float, ...], far: np.ndarray
 ) -> tuple[list[Word], list[Word]]:
     """Words below the box (x tick labels: the first line of text under it, split at the tick
     marks where labels crowd) and left of it (y tick labels: right-aligned, the column of words
-    nearest the box)."""
+    nearest the box), each at the tick mark it labels where one is found (`far`: each pixel's
+    distance from the background)."""
     left, top, right, bottom = (int(round(v)) for v in box)
     found = _glyphs(text)
     glyphs = [g for g in found if not _speck(g)]
@@ -431,7 +499,8 @@ def _label_words(
     if lines and min(g[1] for g in lines[0]) <= bottom + reach:
         # the first line under the box; its labels are farther apart than their digits
         line = _with_points(lines[0], specks)
-        x_words = _split_at_ticks(_words(line, WORD_GAP * size), _x_tick_marks(ink, box))
+        ticks = _x_tick_marks(far, box)
+        x_words = _at_ticks(_split_at_ticks(_words(line, WORD_GAP * size), ticks), ticks, 0)
     # y labels: one a line, right-aligned near the box; the axis title beside them is farther
     # than a word's gap, and a flat glyph at a line's end is a tick mark; a y label is level
     # with a tick inside the box's rows, so it starts above the box's bottom (an x label that
@@ -449,7 +518,7 @@ def _label_words(
     if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
         edge = max(w.box[2] for w in y_words)
         y_words = [w for w in y_words if w.box[2] >= edge - size / 2]
-    return x_words, y_words
+    return x_words, _at_ticks(y_words, _y_tick_marks(far, box), 1)
 
 
 def _tick_mark(glyph: tuple[int, int, int, int], box: tuple[int, ...]) -> bool:
@@ -535,7 +604,7 @@ def find_frame(image: np.ndarray) -> Frame | None:
     far = distance(image, bg)
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
     if box is not None:
-        x_words, y_words = _label_words(far > TEXT_INK, box, far > INK)
+        x_words, y_words = _label_words(far > TEXT_INK, box, far)
         if x_words and y_words:
             offset = _offset_word(far > TEXT_INK, box)
             return Frame(bg, box, rows, cols, x_words, y_words, offset)
@@ -543,7 +612,7 @@ def find_frame(image: np.ndarray) -> Frame | None:
     if not x_words or not y_words:
         if box is None:
             return None
-        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box, far > INK))
+        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box, far))
     box = _box_from_labels(x_words, y_words, image.shape)
     none = np.zeros(0, dtype=int)
     return Frame(bg, box, none, none, x_words, y_words)

@@ -51,10 +51,13 @@ SUPERSCRIPT = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207
 SUPERSCRIPTS = str.maketrans(SUPERSCRIPT, "0123456789-+")
 # matplotlib's 10 with a superscript exponent (10^-3 ... 10^9), read as one word: 103, 10-3
 READ_POWER = re.compile(r"10(-?\d)")
+# ggplot's 1e3 with its 1, a glyph a pixel or two wide in a small font, not read: e3, e+4
+UNIT_LOST = re.compile(r"e([-+]?\d{1,3})")
 EXPONENT = re.compile(r"-?\d{1,3}")  # an exponent read alone
 # matplotlib's offset text: 1e6, 1e-5; its 1, a glyph two pixels wide in a small font, is
-# often not read (e6), but the offset text's mantissa is always 1
-MULTIPLIER = re.compile(r"1?(e[-+]?\d{1,2})")
+# often not read (e6), and its e, three pixels high, is read as a 6 (166), but the offset
+# text is always 1, e and the exponent
+MULTIPLIER = re.compile(r"1?[e6]([-+]?\d{1,2})")
 MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
@@ -219,7 +222,7 @@ def _multiplier(texts: list[str]) -> float:
     its readings (the first that is one); 1 when none is."""
     for text in texts:
         if multiplier := MULTIPLIER.fullmatch(normalise(text)):
-            return float(parse("1" + multiplier.group(1)))
+            return 10.0 ** int(multiplier.group(1))
     return 1.0
 
 
@@ -314,8 +317,7 @@ def _led_by_digit(text: str) -> bool:
 
 def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tick]:
     """A word's distinct numbers read as ticks at its centre, or one NaN tick when none is."""
-    x, y = word.centre
-    position = x if axis == "x" else y
+    position = word.position(0 if axis == "x" else 1)
     values = {}
     # a comma read between thousands (1,000) is the small glyph at the digits' foot, no point
     separated = any(THOUSANDS.fullmatch(normalise(text).rstrip("-")) for text in texts)
@@ -334,13 +336,19 @@ def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tic
 def _power_readings(texts: list[str], where: Tick) -> list[Tick]:
     """matplotlib labels a log axis 10 with a superscript exponent; Tesseract reads that on
     one line, 10^2 as 102 and 10^-3 as 10-3 (no number). Each reading 10 then one exponent digit
-    is also the candidate 10^n at `where`, for log fits only (Tick.power), its text 10^n."""
+    is also the candidate 10^n at `where`, for log fits only (Tick.power), its text 10^n; and
+    so is each reading of ggplot's 1en that lost its 1 (e3)."""
     exponents = {
         int(power.group(1))
         for text in texts
-        if (power := READ_POWER.fullmatch(normalise(text).rstrip(".")))
+        for pattern in (READ_POWER, UNIT_LOST)
+        if (power := pattern.fullmatch(normalise(text).rstrip(".")))
     }
-    return [replace(where, value=10.0**n, text=f"10^{n}", power=True) for n in sorted(exponents)]
+    return [
+        replace(where, value=10.0**n, text=f"10^{n}", power=True)
+        for n in sorted(exponents)
+        if abs(n) <= MAX_EXPONENT
+    ]
 
 
 def _exponent_readings(texts: list[str], where: Tick) -> list[Tick]:

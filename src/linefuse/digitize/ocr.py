@@ -35,7 +35,9 @@ GAP_PX = 24  # white rows between the lines of a page, and around it
 # and the reading Tesseract is surer of counts.
 GAMMAS = (2.5, 5.0)
 MAX_LINES = 240  # per page, so a page stays within Tesseract's image size
-CONFIG = f"--psm 6 -c tessedit_char_whitelist={ALPHABET}"  # Tesseract reads nothing else
+# Tesseract reads nothing else; a superscript it reads as digits on the line (10^2 as 102), never
+# as a caret, which only the label reader writes
+CONFIG = f"--psm 6 -c tessedit_char_whitelist={ALPHABET.replace('^', '')}"
 INSTALL_HINT = (
     "make tesseract (apt-get install tesseract-ocr), brew install tesseract, "
     "or conda install -c conda-forge tesseract"

@@ -18,6 +18,7 @@ import torch
 import yaml
 
 from linefuse import paths, stage
+from linefuse.data.labels import ALPHABET
 from linefuse.digitize.label_patches import label_patches
 from linefuse.digitize.label_reader import LabelReader, read_labels
 from linefuse.digitize.ocr import edit_distance
@@ -86,6 +87,7 @@ def write_scores_and_card(
     command = section.replace("_", "-")
     libraries = cfg.libraries or params.base.libraries
     copies = f", each also in {cfg.degraded} degraded copies (a `degrade` domain and level each)"
+    axes = " with the default data's axes (descending x, log y and offset labels too)"
     boxes = {
         "sidecar": "the drawer's boxes",
         "found": "the words digitize finds (axes.find_frame), each matched to one drawn label",
@@ -104,8 +106,8 @@ def write_scores_and_card(
         f"# LineFuse {cfg.name}",
         "",
         "A small CRNN (linefuse.digitize.label_reader.LabelReader, a diffusers `ModelMixin`: four",
-        "conv blocks, a bidirectional GRU, CTC over the characters `0123456789.-+e`) that reads",
-        "a chart's tick labels from their boxes.",
+        f"conv blocks, a bidirectional GRU, CTC over the characters `{ALPHABET}`; 10^2 is 10",
+        "with a superscript 2) that reads a chart's tick labels from their boxes.",
         PURPOSE[section],
         "",
         "## How it was made",
@@ -115,7 +117,8 @@ def write_scores_and_card(
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
         f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts"
         f"{copies if cfg.degraded else ''}, drawn by {', '.join(libraries)} like the base's "
-        f"charts with seed {params.base.chart_seed} (the default data uses {charts.seed}), "
+        f"charts{axes if cfg.axes == 'data' else ''} with seed {params.base.chart_seed} (the "
+        f"default data uses {charts.seed}), "
         f"never the held-out families or libraries ({', '.join(charts.held_out)}); cut at "
         f"{boxes}; every box edge jittered by up to {cfg.jitter_px} px.",
         f"- Training: {cfg.steps:,} steps of {cfg.batch_size} crops, AdamW, one-cycle lr "

@@ -118,6 +118,7 @@ class LabelReaderParams(Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     charts: PositiveInt
     libraries: list[str]  # the libraries drawing its charts, in equal shares; [] = base.libraries
+    axes: Literal["base", "data"]  # its charts' axes: the base's, or data.charts' (descending, log)
     degraded: Annotated[int, Field(ge=0, le=15)]  # degraded copies of each chart it also reads
     boxes: Literal["sidecar", "found"]  # each label's box: the drawer's, or the word digitize finds
     height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]
@@ -221,6 +222,7 @@ def digitize_sets_have_their_own_seeds(params) -> None:
         [
             *_chart_seeds(params),
             ("digitize_sets.dev_seed", sets.dev_seed),
+            ("digitize_sets.dev2_seed", sets.dev2_seed),
             ("digitize_sets.report_seed", sets.report_seed),
         ]
     )

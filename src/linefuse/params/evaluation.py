@@ -63,10 +63,11 @@ class DigitizeParams(Strict):
 
 
 class DigitizeSetsParams(Strict):
-    """The charts digitize is decided on (dev) and reported on (report): data.charts drawn with
-    seeds of their own (linefuse.digitize.sets)."""
+    """The charts digitize is decided on (dev, dev2) and reported on (report): data.charts drawn
+    with seeds of their own (linefuse.digitize.sets)."""
 
     dev_seed: int
+    dev2_seed: int
     report_seed: int
     charts: Annotated[int, Field(ge=1)]
 
