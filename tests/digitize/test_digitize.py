@@ -127,6 +127,16 @@ def test_the_shipped_reader_reads_matplotlibs_powers_of_ten():
     assert sorted(read_labels(pixels, boxes)) == ["10^1", "10^2", "10^3"]
 
 
+@needs_tesseract
+def test_tesseracts_10_is_no_value_where_the_reader_reads_a_power():
+    """Dev chart 75: 10^-1, 10^0 and 10^1 on a log y, which Tesseract reads as 107, 10 and 10
+    (exponents missed). Where the label reader reads 10^n, Tesseract's 10 there is the base
+    alone, no candidate: the axis is fitted to the powers, not to 10, 10, 10^7."""
+    result = digitize(_pixels(FIXTURES / "chart_00075.png"))
+    assert result.y_axis.scale == "log"
+    assert sorted(t.value for t in result.y_axis.used) == pytest.approx([0.1, 1.0, 10.0])
+
+
 def test_each_label_is_placed_between_its_centre_and_its_tick_mark():
     """A word's position is the mean of its centre and its tick mark's (snapped to a pixel by
     Agg: the value within half a pixel of the mark's column's left edge); at 100 dpi both

@@ -54,6 +54,8 @@ READ_POWER = re.compile(r"10(-?\d)")
 # ggplot's 1e3 with its 1, a glyph a pixel or two wide in a small font, not read: e3, e+4
 UNIT_LOST = re.compile(r"e([-+]?\d{1,3})")
 EXPONENT = re.compile(r"-?\d{1,3}")  # an exponent read alone
+# what Tesseract reads of 10^n when it misses the exponent: no value where a power is drawn
+BASES = ("1", "10")
 # matplotlib's offset text: 1e6, 1e-5; its 1, a glyph two pixels wide in a small font, is
 # often not read (e6), and its e, three pixels high, is read as a 6 (166), but the offset
 # text is always 1, e and the exponent
@@ -197,6 +199,9 @@ def read_ticks(
             for index, word in enumerate(words):
                 texts = read[first : first + variants]
                 first += variants
+                by_reader = next(crnn)
+                if any("^" in text for text in by_reader):  # the label reader reads 10^n there
+                    texts = [text for text in texts if normalise(text) not in BASES]
                 ticks += _candidates(axis, index, word, texts)
                 if word.exponent is not None:
                     exponents = read[first : first + variants]
@@ -204,7 +209,7 @@ def read_ticks(
                     ticks += _exponent_readings(exponents, ticks[-1])
                 ticks += [
                     replace(tick, by_label_reader=True)
-                    for tick in _candidates(axis, index, word, next(crnn))
+                    for tick in _candidates(axis, index, word, by_reader)
                     if math.isfinite(tick.value)
                 ]
             ticks = _separators_read_as_points(ticks)
