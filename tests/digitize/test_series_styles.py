@@ -95,3 +95,24 @@ def test_without_a_legend_the_series_keep_their_indices():
     assert max(_errors(result, curves)) < 2.0
     rows = list(csv.DictReader(io.StringIO(csv_text(result))))
     assert {row["series"] for row in rows} == {"0", "1"}
+
+
+def test_series_are_paired_with_legend_entries_as_scipys_assignment_pairs_them():
+    """_pairs stands in for linear_sum_assignment (whose import costs start-up): on cost
+    matrices of a chart's shapes, some pairs unlike (UNLIKE), it finds pairings of the same
+    count of like pairs and the same least cost."""
+    from scipy.optimize import linear_sum_assignment
+
+    from linefuse.digitize.series import MAX_SERIES, UNLIKE, _pairs
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        shape = tuple(rng.integers(1, MAX_SERIES + 1, size=2))
+        colours = rng.integers(0, 4, size=shape[0]), rng.integers(0, 4, size=shape[1])
+        cost = np.where(colours[0][:, None] == colours[1][None, :], rng.random(shape), UNLIKE)
+        rows, cols = linear_sum_assignment(cost)
+        like = cost[rows, cols] < UNLIKE
+        pairs = _pairs(cost)
+        assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == len(pairs)
+        assert len(pairs) == like.sum()
+        assert sum(cost[i, j] for i, j in pairs) == pytest.approx(cost[rows, cols][like].sum())

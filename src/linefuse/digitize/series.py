@@ -14,6 +14,7 @@ it is drawn like, whose text names it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -354,14 +355,10 @@ def _paths(
 
 def _names(traces: list[Trace], entries: list[Entry]) -> list[Trace]:
     """The traces, each with the legend entry whose sample it is drawn like: colours within
-    SAME_COLOUR, then styles as near as can be, one entry a trace (linear_sum_assignment); a
-    trace no entry is like keeps none."""
+    SAME_COLOUR, then styles as near as can be, one entry a trace (_pairs); a trace no entry is
+    like keeps none."""
     if not traces or not entries:
         return traces
-    # imported here: scipy.optimize costs a fresh `linefuse digitize` a good share of its
-    # start-up, and only a chart with a legend needs it
-    from scipy.optimize import linear_sum_assignment
-
     cost = np.full((len(traces), len(entries)), UNLIKE)
     for i, trace in enumerate(traces):
         for j, entry in enumerate(entries):
@@ -370,10 +367,44 @@ def _names(traces: list[Trace], entries: list[Entry]) -> list[Trace]:
                 style = abs(trace.fill - entry.fill) + MARK_COST * (trace.marked != entry.marked)
                 cost[i, j] = far / SAME_COLOUR + style
     named = list(traces)
-    for i, j in zip(*linear_sum_assignment(cost), strict=True):
-        if cost[i, j] < UNLIKE:
-            named[i] = replace(traces[i], entry=int(j))
+    for i, j in _pairs(cost):
+        named[i] = replace(traces[i], entry=j)
     return named
+
+
+def _pairs(cost: np.ndarray) -> list[tuple[int, int]]:
+    """The (row, column) pairs, one a row and a column at most, of the least total cost, the most
+    pairs below UNLIKE first: scipy's linear_sum_assignment, less its import, which costs a fresh
+    `linefuse digitize` about 0.12 s of its 1.5 s start-up (benchmarks/digitize_start.py). A
+    trace is like only the entries of its colour, so the rows and columns linked below UNLIKE
+    fall into a few small groups (a colour's up to PER_COLOUR traces and its entries), and each
+    group's pairings are all tried."""
+    linked = cost < UNLIKE
+    unseen = np.ones(cost.shape[0], bool)
+    pairs = []
+    while unseen.any():
+        rows = np.arange(cost.shape[0]) == np.argmax(unseen)
+        while True:  # the group: the rows and columns linked to it, until none is added
+            cols = linked[rows].any(axis=0)
+            grown = rows | linked[:, cols].any(axis=1)
+            if (grown == rows).all():
+                break
+            rows = grown
+        unseen &= ~rows
+        rows, cols = np.flatnonzero(rows), np.flatnonzero(cols)
+        group = cost[np.ix_(rows, cols)]
+        flip = len(rows) > len(cols)  # permute the longer side
+        group = group.T if flip else group
+        best = min(
+            itertools.permutations(range(group.shape[1]), group.shape[0]),
+            key=lambda taken: group[range(group.shape[0]), taken].sum(),
+            default=(),
+        )
+        for a, b in enumerate(best):
+            i, j = (rows[b], cols[a]) if flip else (rows[a], cols[b])
+            if linked[i, j]:
+                pairs.append((int(i), int(j)))
+    return pairs
 
 
 def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, list[Entry]]:
