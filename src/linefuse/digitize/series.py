@@ -374,8 +374,8 @@ def _names(traces: list[Trace], entries: list[Entry]) -> list[Trace]:
 
 def _pairs(cost: np.ndarray) -> list[tuple[int, int]]:
     """The (row, column) pairs, one a row and a column at most, of the least total cost, the most
-    pairs below UNLIKE first: scipy's linear_sum_assignment, less its import, which costs a fresh
-    `linefuse digitize` about 0.12 s of its 1.5 s start-up (benchmarks/digitize_start.py). A
+    pairs below UNLIKE first: scipy's linear_sum_assignment, less its import of scipy.optimize,
+    a tenth of a fresh `linefuse digitize`'s start-up (docs/benchmarks.md, digitize_start). A
     trace is like only the entries of its colour, so the rows and columns linked below UNLIKE
     fall into a few small groups (a colour's up to PER_COLOUR traces and its entries), and each
     group's pairings are all tried."""
