@@ -116,3 +116,25 @@ def test_series_are_paired_with_legend_entries_as_scipys_assignment_pairs_them()
         assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == len(pairs)
         assert len(pairs) == like.sum()
         assert sum(cost[i, j] for i, j in pairs) == pytest.approx(cost[rows, cols][like].sum())
+
+
+def test_grid_lines_and_a_legend_frame_in_grey_and_black_are_no_series():
+    """A noisy black spectrum under a black grid, with a legend framed in light grey: the grid
+    lines and the frame's edges are ruled lines (straight but for jumps), followed and painted
+    over, not read as series; the spectrum alone is read (without the rule: two series)."""
+    rng = np.random.default_rng(0)
+    y = 20 + 50 * np.exp(-(((X - 520) / 30) ** 2)) + rng.normal(0, 1.0, X.size)
+    with plt.rc_context({"font.family": "DejaVu Sans"}):
+        figure, ax = plt.subplots(figsize=(4.0, 3.0), dpi=100)
+        ax.plot(X, y, color="black", label="sample")
+        ax.set_xlim(400, 700)
+        ax.set_ylim(0, 100)
+        ax.grid(True, color="black", linewidth=1.0)
+        ax.legend(loc="upper right", edgecolor="0.8")
+        figure.tight_layout()
+        figure.canvas.draw()
+        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+        plt.close(figure)
+    (series,) = digitize(pixels).series
+    assert np.ptp(series.x) > 250
+    assert float(np.median(np.abs(series.y - np.interp(series.x, X, y)))) < 1.0  # of 100

@@ -67,6 +67,15 @@ GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that ho
 # follower can walk along another colour's line
 OWN_SHARE = 0.5
 FRAME_SHARE = 0.8  # of a legend's side inked: the frame drawn round the legend
+# a ruled line (a grid line, a legend's or an annotation's frame) is grey or black, and its path
+# keeps its centre row (within STILL_PX) from one point to the next in STRAIGHT of its steps,
+# moving only in jumps of RULED_JUMP steps at most (from one edge to another); measured data's
+# noise moves its centre in most columns, and a smooth curve without noise moves in longer runs
+GREY_SPREAD = 24.0  # RGB channels' spread of a grey
+STRAIGHT = 0.75
+STILL_PX = 0.05
+RULED_JUMP = 6
+MAX_RULED = 8  # ruled lines of one colour followed and erased before its series are given up
 
 
 @dataclass(frozen=True)
@@ -332,7 +341,8 @@ def _paths(
     Series of one colour differ in their lines' style (solid, dashed, dotted, with markers), so
     pixels alone cannot say whose a pixel is; their paths can. The most continuous path is
     followed, its ink painted over, and the next followed in what is left, until none is both
-    long and clear of the ones taken. A solid line is the most continuous, so it goes first,
+    long and clear of the ones taken; a ruled line followed (_ruled) is painted over and not
+    taken. A solid line is the most continuous, so it goes first,
     whole, and a dashed or dotted one follows in its gaps; where two cross, the follower's cost
     of a vertical jump keeps each on the line it came along. Dash patterns need not be measured,
     nor markers be told from dashes, and a chart of one line per colour costs one more follow.
@@ -340,12 +350,18 @@ def _paths(
     left = box.copy()
     taken: list[tuple[np.ndarray, np.ndarray]] = []
     heights = []
-    for _ in range(PER_COLOUR):
+    ruled = 0
+    while len(taken) < PER_COLOUR and ruled <= MAX_RULED:
         path = _follow(left, rows, cols, colour, width, hidden)
-        least = MIN_SPAN if not taken else FURTHER_SPAN  # a further one: not a noisy edge's bits
+        # a further one, after a series or a ruled line: not a noisy edge's bits
+        least = FURTHER_SPAN if taken or ruled else MIN_SPAN
         if len(path[0]) < least * len(cols) or not _apart(path, taken, width):
             break
-        heights.append(_erase(left, background, colour, path, rows[0] - 0.5))
+        height = _erase(left, background, colour, path, rows[0] - 0.5)
+        if _ruled(colour, path[1]):  # a grid line or a frame in the series' colour: no series
+            ruled += 1
+            continue
+        heights.append(height)
         taken.append(path)
     return [
         (*path, _marked(path, height, width, taken[:index] + taken[index + 1 :]))
@@ -479,6 +495,18 @@ def _own(
     rows = np.arange(len(box))[:, None]
     near = np.abs(rows + 0.5 - centres[None, :]) <= reach
     return bool((own & near).any(axis=0).mean() >= OWN_SHARE)
+
+
+def _ruled(colour: np.ndarray, centres: np.ndarray) -> bool:
+    """Whether a path of `colour` is a ruled line's (GREY_SPREAD, STRAIGHT, RULED_JUMP)."""
+    moving = np.abs(np.diff(centres)) >= STILL_PX
+    starts, ends = runs(moving)
+    return (
+        float(np.ptp(colour)) <= GREY_SPREAD
+        and len(centres) > 1
+        and float(np.mean(~moving)) >= STRAIGHT
+        and int((ends - starts).max(initial=0)) <= RULED_JUMP
+    )
 
 
 def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]:
