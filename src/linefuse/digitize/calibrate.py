@@ -500,8 +500,10 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
         return 0.0
     predicted = values[0] + spacings * (values[1] - values[0]) / between
     if read.log:
-        # a log axis's labels show each the decimals its own value needs (0.1, 1, 10, 100)
-        expected = [f"{v:.{_decimals(v)}f}" for v in 10.0**predicted]
+        # a log axis's labels show each the decimals its own value needs (0.1, 1, 10, 100); a
+        # pair of misread powers can imply labels past float's range, shown as inf (no match)
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = [f"{v:.{_decimals(v)}f}" for v in 10.0**predicted]
     else:
         decimals = max(read.decimals, *(_decimals(v) for v in values))
         # rounded, then + 0.0: -0.0 shows as 0.0; the pair's own words agree as read (None)
