@@ -413,6 +413,7 @@ def test_digitize_files_writes_three_files_and_names_the_unreadable(tmp_path, ca
     assert axes["x"]["scale"] == axes["y"]["scale"] == "linear"
     assert axes["x"]["direction"] == axes["y"]["direction"] == "ascending"
     assert len(axes["x"]["ticks_used"]) >= 3 and 0 < axes["confidence"] <= 1
+    assert axes["read_from"] == "image"
     overlay = Image.open(out / "chart.overlay.png")
     assert overlay.width > Image.open(CHARTS[0]).width
 
@@ -508,3 +509,17 @@ def test_grid_lines_a_legend_frame_and_dark_ticks_are_no_series():
         sorted(result.series, key=lambda s: s.colour[0]), (flat, peaked), strict=True
     ):
         assert np.median(np.abs(series.y - np.interp(series.x, x, truth))) < 0.03
+
+
+@needs_tesseract
+def test_a_restoration_that_cannot_be_read_gives_way_to_its_input():
+    """Restoring never makes a readable chart unreadable: where the restoration cannot be read
+    (here a blank image) and its input can, the input's reading is returned, marked as such;
+    where neither can, the restoration's reason stands."""
+    sharp = _pixels(CHARTS[0])
+    blank = np.full_like(sharp, 255)
+    fallen_back, neither = digitize_many([blank, blank], [sharp, blank])
+    assert fallen_back.read_from == "input"
+    assert score(fallen_back, CHARTS[0])["calibrated"]
+    assert isinstance(neither, Unreadable) and "no axis" in str(neither)
+    assert digitize_many([sharp], [blank])[0].read_from == "image"

@@ -46,7 +46,8 @@ class Series:
 class Digitized:
     """A chart read: its plot box (left, top, right, bottom; continuous pixels), its axes'
     mappings, its series in data units, the pixel paths they were mapped from, and its legend's
-    entries (none without a legend)."""
+    entries (none without a legend); `read_from` says which image: "image", or "input" where a
+    restoration could not be read and the blurred input it came from could (digitize_many)."""
 
     box: tuple[float, float, float, float]
     x_axis: Axis
@@ -54,6 +55,7 @@ class Digitized:
     series: list[Series]
     traces: list[Trace] = field(default_factory=list)
     legend: list[Entry] = field(default_factory=list)
+    read_from: str = "image"
 
     @property
     def confidence(self) -> float:
@@ -147,9 +149,29 @@ def digitize_many(
     images: list[np.ndarray], inputs: list[np.ndarray | None] | None = None
 ) -> list[Digitized | Unreadable]:
     """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
-    Tesseract calls. `inputs`: for each image restored, the blurred chart it was restored from
-    (as the model got it: straightened), whose labels are read too (calibrate.read_ticks)."""
+    Tesseract calls (and one more for inputs read alone). `inputs`: for each image restored, the
+    blurred chart it was restored from (as the model got it: straightened), whose labels are
+    read too (calibrate.read_ticks). A restoration that cannot be read is replaced by its
+    input's reading where the input alone can be read (read_from "input"): restoring never
+    leaves unreadable a chart its input was not."""
     inputs = inputs or [None] * len(images)
+    results = _read(images, inputs)
+    retry = [
+        i
+        for i, (r, given) in enumerate(zip(results, inputs, strict=True))
+        if isinstance(r, Unreadable) and given is not None
+    ]
+    alone = _read([inputs[i] for i in retry], [None] * len(retry)) if retry else []
+    for index, result in zip(retry, alone, strict=True):
+        if isinstance(result, Digitized):
+            results[index] = replace(result, read_from="input")
+    return results
+
+
+def _read(
+    images: list[np.ndarray], inputs: list[np.ndarray | None]
+) -> list[Digitized | Unreadable]:
+    """digitize_many without its fallback to the inputs."""
     located: list[tuple[np.ndarray, Frame] | Unreadable] = []
     for image in images:
         try:

@@ -69,6 +69,7 @@ def axes_json(digitized: Digitized) -> dict:
         "x": _axis(digitized.x_axis),
         "y": _axis(digitized.y_axis),
         "confidence": digitized.confidence,
+        "read_from": digitized.read_from,
         "series": [
             {
                 "index": i,
