@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
@@ -245,6 +246,27 @@ def test_a_point_read_with_no_digit_before_it_makes_no_tenths():
     assert "12" not in [t.text for t in axis.used]
 
 
+def test_a_point_read_in_one_word_alone_makes_no_decimals():
+    """A dev chart's x labels 450 ... 800 restored from a scan at the medium level: Tesseract
+    reads each whole, the label reader reads a speck the restoration drew in 650 as a point
+    (6.50). Offering every whole number with that point put back (4.50 ... 8.00) would give a
+    fit keeping all eight words, one more than the labels as drawn. A point read in one word
+    of many is a speck: points are put back only where two words or more are read with one."""
+    from linefuse.digitize.calibrate import _points_dropped
+
+    positions = [53.5, 85.0, 116.0, 147.5, 179.0, 210.5, 242.0, 273.0]
+    texts = ["450", "500", "550", "600", "6.50", "700", "750", "800"]
+    ticks = [
+        Tick(p, float(t), t, (p - 7, 0, p + 7, 6), w, t == "6.50")
+        for w, (p, t) in enumerate(zip(positions, texts, strict=True))
+    ]
+    assert _points_dropped(ticks) == []
+    axis = fit_axis("x", ticks + _points_dropped(ticks))
+    assert axis.value(179.0) == pytest.approx(650.0, abs=3.0)
+    two = [replace(t, text="7.00", value=7.0) if t.text == "700" else t for t in ticks]
+    assert len(_points_dropped(two)) == 6  # two words read with a point: the others' put back
+
+
 def test_evenly_spaced_labels_in_a_ratio_of_two_are_no_log_axis():
     """10000, 20000, 40000 evenly spaced fit a log line, but log axes label whole decades: it
     is a linear axis with a misread label (30000 read as 40000)."""
@@ -413,7 +435,7 @@ def test_digitize_files_writes_three_files_and_names_the_unreadable(tmp_path, ca
     assert axes["x"]["scale"] == axes["y"]["scale"] == "linear"
     assert axes["x"]["direction"] == axes["y"]["direction"] == "ascending"
     assert len(axes["x"]["ticks_used"]) >= 3 and 0 < axes["confidence"] <= 1
-    assert axes["read_from"] == "image"
+    assert axes["read_from"] == axes["axes_from"] == "image"
     overlay = Image.open(out / "chart.overlay.png")
     assert overlay.width > Image.open(CHARTS[0]).width
 
@@ -523,3 +545,35 @@ def test_a_restoration_that_cannot_be_read_gives_way_to_its_input():
     assert score(fallen_back, CHARTS[0])["calibrated"]
     assert isinstance(neither, Unreadable) and "no axis" in str(neither)
     assert digitize_many([sharp], [blank])[0].read_from == "image"
+
+
+@needs_tesseract
+def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
+    """A restoration can redraw every x label wrong and alike (400 ... 700 as 40 ... 70; here
+    one of them also illegible): on its own it reads as a sure, wrong axis. Its input's labels,
+    as drawn, are read more surely, so they give the axes and the restoration's curve is mapped
+    through them. A restoration read more surely than its input, or as surely as the same
+    axes, keeps its own."""
+    x = np.linspace(400.0, 700.0, 200)
+    y = np.sin(x / 40.0)
+
+    def chart(label):
+        def draw(ax):
+            ax.plot(x, y, color="tab:blue")
+            ax.set_xticks([400, 450, 500, 550, 600, 650, 700])
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
+
+        return _figure(draw, size=(4.0, 3.0))
+
+    drawn = chart(lambda v, _: f"{v:g}")
+    redrawn = chart(lambda v, _: "x!" if v == 550 else f"{v / 10:g}")
+    assert digitize(redrawn).series[0].x.max() == pytest.approx(70.0, abs=0.5)  # as redrawn
+    smudged = chart(lambda v, _: "x!" if v == 550 else f"{v:g}")  # one label lost, none wrong
+    restored, kept, same = digitize_many([redrawn, drawn, smudged], [drawn, redrawn, drawn])
+    assert (restored.axes_from, restored.read_from) == ("input", "image")
+    assert kept.axes_from == same.axes_from == "image"
+    assert same.confidence < digitize(drawn).confidence
+    (series,) = restored.series
+    assert np.median(np.abs(series.y - np.interp(series.x, x, y))) < 0.03
+    assert series.x.min() == pytest.approx(400.0, abs=5.0)
+    assert series.x.max() == pytest.approx(700.0, abs=5.0)

@@ -42,6 +42,9 @@ TIGHTER = 0.5  # of Tesseract's fit's (which is over TIGHTER px)
 MAX_DECIMALS = 4  # of a tick label
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
+# an axis's whole readings get a dropped decimal point put back (_points_dropped) only where
+# this many words are read with one: a point in one word alone is a speck a restoration drew
+POINTED_WORDS = 2
 REVERSED_TICKS = 3  # a descending fit keeps this many ticks at least (_directed)
 # a number as plotting libraries write one: thousands separated by commas (1,000; 12,500.5),
 # not a decimal comma (1,5: left unread, as before); and 10^3 or 10 with superscript digits
@@ -272,10 +275,13 @@ def _pointed(texts: list[str], word: Word) -> list[str]:
 def _points_dropped(ticks: list[Tick]) -> list[Tick]:
     """More candidates where an axis's labels have decimals: each whole number read, with the
     decimal point Tesseract most often drops put back (0.2 read as 02, 1.4 as 14). An axis's
-    labels share their decimals, so they are those of the readings that kept their point."""
+    labels share their decimals, so they are those of the readings that kept their point, in
+    two words at least (POINTED_WORDS)."""
     finite = [t for t in ticks if math.isfinite(t.value) and not t.power]
-    decimals = _shared_decimals(_plain(normalise(t.text)) for t in finite)
-    if decimals is None:
+    texts = [(t.word, _plain(normalise(t.text))) for t in finite]
+    pointed = {word for word, text in texts if "." in text and _led_by_digit(text)}
+    decimals = _shared_decimals(text for _, text in texts)
+    if decimals is None or len(pointed) < min(POINTED_WORDS, len({t.word for t in ticks})):
         return []
     shift = 10.0**decimals
     return [

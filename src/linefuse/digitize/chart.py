@@ -23,6 +23,9 @@ MIN_SIDE_PX = 32  # smaller images hold no legible chart
 ODD_INPUT = (ValueError, IndexError, ZeroDivisionError, FloatingPointError, np.linalg.LinAlgError)
 # a legend's text is words, read as a block of lines (Tesseract's psm 6), its words spaced
 LEGEND_CONFIG = "--psm 6"
+# two readings of an axis closer than this share of its span read the same axis (score's
+# CALIBRATED): the restoration's own, from sharper labels, is kept
+SAME_AXIS = 0.01
 INTEGER = re.compile(r"\d+")  # a name that reads as a series' index would name two series
 
 
@@ -46,8 +49,10 @@ class Series:
 class Digitized:
     """A chart read: its plot box (left, top, right, bottom; continuous pixels), its axes'
     mappings, its series in data units, the pixel paths they were mapped from, and its legend's
-    entries (none without a legend); `read_from` says which image: "image", or "input" where a
-    restoration could not be read and the blurred input it came from could (digitize_many)."""
+    entries (none without a legend). `read_from` says which image it was read from: "image", or
+    "input" where a restoration could not be read and the blurred input it came from could;
+    `axes_from` which image's tick labels gave its axes (the input's where they are surer than
+    the restoration's: digitize_many)."""
 
     box: tuple[float, float, float, float]
     x_axis: Axis
@@ -56,6 +61,7 @@ class Digitized:
     traces: list[Trace] = field(default_factory=list)
     legend: list[Entry] = field(default_factory=list)
     read_from: str = "image"
+    axes_from: str = "image"
 
     @property
     def confidence(self) -> float:
@@ -151,27 +157,66 @@ def digitize_many(
     """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
     Tesseract calls (and one more for inputs read alone). `inputs`: for each image restored, the
     blurred chart it was restored from (as the model got it: straightened), whose labels are
-    read too (calibrate.read_ticks). A restoration that cannot be read is replaced by its
-    input's reading where the input alone can be read (read_from "input"): restoring never
-    leaves unreadable a chart its input was not."""
+    read too (calibrate.read_ticks). Each input is also read alone. A restoration that cannot be
+    read is replaced by its input's reading (read_from "input"): restoring never leaves
+    unreadable a chart its input was not. A restoration can redraw every label wrong and alike
+    (400 ... 700 as 40 ... 70), which fits as surely as the truth; where the input's axes are
+    surer, they map the restoration's series (axes_from "input")."""
     inputs = inputs or [None] * len(images)
     results = _read(images, inputs)
-    retry = [
-        i
-        for i, (r, given) in enumerate(zip(results, inputs, strict=True))
-        if isinstance(r, Unreadable) and given is not None
-    ]
-    alone = _read([inputs[i] for i in retry], [None] * len(retry)) if retry else []
-    for index, result in zip(retry, alone, strict=True):
-        if isinstance(result, Digitized):
-            results[index] = replace(result, read_from="input")
+    # an input among the images (evaluate reads both) was read alone there already
+    read_alone = zip(images, inputs, results, strict=True)
+    alone = {id(image): r for image, given, r in read_alone if given is None}
+    unread = {id(i): i for i in inputs if i is not None and id(i) not in alone}
+    if unread:
+        read = _read(list(unread.values()), [None] * len(unread))
+        alone |= dict(zip(unread, read, strict=True))
+    for index, given in enumerate(inputs):
+        if given is None:
+            continue
+        chart, own = results[index], alone[id(given)]
+        if isinstance(own, Unreadable):
+            continue
+        if isinstance(chart, Unreadable):
+            results[index] = replace(own, read_from="input", axes_from="input")
+        elif own.confidence > chart.confidence and _same_size(images[index], given):
+            if _differ(chart.x_axis, own.x_axis) or _differ(chart.y_axis, own.y_axis):
+                results[index] = _with_axes(chart, own.x_axis, own.y_axis)
     return results
+
+
+def _differ(axis: Axis, other: Axis) -> bool:
+    """Whether two readings of one axis map its ticks' pixels to values more than SAME_AXIS of
+    its span apart (in decades on a log axis), or differ in scale."""
+    if axis.scale != other.scale:
+        return True
+    pixels = np.array([t.position for t in axis.used + other.used])
+    values, others = axis.value(pixels), other.value(pixels)
+    if axis.scale == "log":
+        values, others = np.log10(values), np.log10(others)
+    span = np.ptp(values)
+    return bool(np.max(np.abs(values - others)) > SAME_AXIS * span)
+
+
+def _same_size(image: np.ndarray, other: np.ndarray) -> bool:
+    """Whether two images are one size (a restoration and the input it was restored from)."""
+    return np.shape(image)[:2] == np.shape(other)[:2]
+
+
+def _with_axes(chart: Digitized, x_axis: Axis, y_axis: Axis) -> Digitized:
+    """The chart's series mapped through other axes (read from the input it was restored
+    from, which it matches pixel for pixel)."""
+    series = [
+        replace(s, x=x_axis.value(t.columns), y=y_axis.value(t.rows))
+        for s, t in zip(chart.series, chart.traces, strict=True)
+    ]
+    return replace(chart, x_axis=x_axis, y_axis=y_axis, series=series, axes_from="input")
 
 
 def _read(
     images: list[np.ndarray], inputs: list[np.ndarray | None]
 ) -> list[Digitized | Unreadable]:
-    """digitize_many without its fallback to the inputs."""
+    """digitize_many without reading the inputs alone."""
     located: list[tuple[np.ndarray, Frame] | Unreadable] = []
     for image in images:
         try:

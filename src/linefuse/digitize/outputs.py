@@ -70,6 +70,7 @@ def axes_json(digitized: Digitized) -> dict:
         "y": _axis(digitized.y_axis),
         "confidence": digitized.confidence,
         "read_from": digitized.read_from,
+        "axes_from": digitized.axes_from,
         "series": [
             {
                 "index": i,
