@@ -3,21 +3,23 @@ evaluate does not report), or a chart set of digitize's own (linefuse.digitize.s
 `dev2`, which its rules are decided on, or `report`, read once every decision is made).
 
     python benchmarks/digitize_restored.py [--splits val | --set dev|dev2|report [--library NAME]
-        [--charts N]] [--levels medium hard] [--alone] [--out FILE.json]
+        [--charts N] [--seed N] [--every descending|log|offset]] [--levels medium hard] [--alone]
+        [--out FILE.json]
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
-only, no build needed); a set is drawn once into .linefuse/digitize_sets/. Each whole chart is
-degraded in every
-domain at each level as `shard` degrades it (its seed), straightened (eval.deskew) and restored
-by the run's final adapter at eval.steps, as evaluate does with its test charts. The input, the
-restoration (read with the input it came from, as `linefuse digitize` reads it; with --alone,
-also without, as kind model_alone) and the sharp chart are digitized with no sidecar and scored
-against it (calibrated: both axes within 1% of their range at every tick used; curve error in %
-of the y range, an unread chart counting 100; CHART-Info's task-6b line score, the field's,
-digitize/line_score.py, an unread chart scoring 0). Writes, per level and library, the images'
-count, the share calibrated, the median curve error and the mean line score of each kind, and
-the share of images whose restoration reads with a lower error than their input; and the same
-for the charts that draw tick labels on both axes (`labelled/`), and for those with a
+only, no build needed); a set is drawn once into .linefuse/digitize_sets/. A dev set drawn with
+another --seed, or with --every chart's axes of one kind, is a development set of its own
+(docs/experiments.md names the ones rules were decided on). Each whole chart is degraded in
+every domain at each level as `shard` degrades it (its seed), straightened (eval.deskew) and
+restored by the run's final adapter at eval.steps, as evaluate does with its test charts. The
+input, the restoration (read with the input it came from, as `linefuse digitize` reads it; with
+--alone, also without, as kind model_alone) and the sharp chart are digitized with no sidecar
+and scored against it (calibrated: both axes within 1% of their range at every tick used; curve
+error in % of the y range, an unread chart counting 100; CHART-Info's task-6b line score, the
+field's, digitize/line_score.py, an unread chart scoring 0). Writes, per level and library, the
+images' count, the share calibrated, the median curve error and the mean line score of each
+kind, and the share of images whose restoration reads with a lower error than their input; and
+the same for the charts that draw tick labels on both axes (`labelled/`), and for those with a
 descending x, a log y or an offset y (`axes:KIND/`; offset only for a set, whose plans say it).
 """
 
@@ -46,6 +48,9 @@ from linefuse.inference.restorer import Restorer
 from linefuse.params.data import LIBRARIES
 from linefuse.params.full import load_params
 
+# --every: the data.charts knob that draws every chart of a dev set with axes of that kind
+EVERY = {"descending": "descending_x_prob", "log": "log_y_prob", "offset": "offset_y_prob"}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,18 +60,26 @@ def main() -> None:
         "--library", choices=LIBRARIES, help="the set's charts all drawn by this library"
     )
     parser.add_argument("--charts", type=int, help="the set's first charts only")
+    parser.add_argument("--seed", type=int, help="a dev set drawn with this seed instead")
+    parser.add_argument(
+        "--every", choices=sorted(EVERY), help="a dev set whose every chart has axes of this kind"
+    )
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
     parser.add_argument("--alone", action="store_true", help="also read restorations alone")
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/digitize_restored.json")
     )
     args = parser.parse_args()
+    if (args.seed is not None or args.every) and args.set not in ("dev", "dev2"):
+        parser.error("--seed and --every draw a dev set of their own: give --set dev or dev2")
     params = load_params()
     restorer = None
     if args.levels:
         restorer = Restorer.from_params(params, paths.adapter(params.train.restoring_level()))
     rows = []
-    charts = _charts(params, args.set, args.splits, args.library, args.charts)
+    recipe = {"seed": args.seed} if args.seed is not None else {}
+    recipe |= {EVERY[args.every]: 1.0} if args.every else {}
+    charts = _charts(params, args.set, args.splits, args.library, args.charts, recipe)
     for image_id, source, split, tags in charts:
         rel = source.name
         sharp = load_rgb(source)
@@ -119,6 +132,7 @@ def main() -> None:
         for name, group in sorted(groups.items())
     }
     source = f"set {args.set}" if args.set else f"splits {' '.join(args.splits)}"
+    source += "".join(f", {key} {value}" for key, value in recipe.items())
     source += f", drawn by {args.library}" if args.library else ""
     result = {"cpu_model": cpu_model(), "charts": source, "summary": summary, "images": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -126,10 +140,10 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
 
 
-def _charts(params, chart_set: str | None, splits: list[str], library, count):
-    """(image id, PNG path, split or set name, tags) of each chart read: a set's, drawn once
-    into .linefuse/digitize_sets/NAME-KEY (KEY: its recipe's and the drawers' code's hash), or
-    the built project's splits'."""
+def _charts(params, chart_set: str | None, splits: list[str], library, count, recipe: dict):
+    """(image id, PNG path, split or set name, tags) of each chart read: a set's (its recipe
+    updated by `recipe`), drawn once into .linefuse/digitize_sets/NAME-KEY (KEY: its recipe's
+    and the drawers' code's hash), or the built project's splits'."""
     if chart_set is None:
         index = pl.read_parquet(paths.IMAGES_PARQUET).filter(pl.col("split").is_in(splits))
         root = Path(params.data.source_dir)
@@ -137,7 +151,7 @@ def _charts(params, chart_set: str | None, splits: list[str], library, count):
             yield image_id, root / rel, split, _tags(root / rel, None)
         return
     charts = CHART_SETS[chart_set](params)
-    charts = charts.model_copy(update={"count": count or charts.count})
+    charts = charts.model_copy(update={"count": count or charts.count} | recipe)
     if library is not None:  # the same plans, drawn by another library
         charts = charts.model_copy(update={"libraries": {library: 1.0}})
     drawers = sorted(Path(generate.__code__.co_filename).parent.glob("*.py"))

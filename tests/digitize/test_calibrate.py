@@ -361,3 +361,82 @@ def test_a_log_axis_with_a_label_misread_steps_by_the_labels_spacing():
     assert axis.scale == "log"
     assert sorted(t.value for t in axis.used) == [10.0, 100.0, 10000.0]
     assert axis.value(78.5) == pytest.approx(1000.0, rel=0.05)
+
+
+def _read_y(read):
+    """The ticks read_ticks offers for y words: (row, Tesseract's texts, the label reader's
+    texts, exponents Tesseract read alone) each."""
+    ticks = []
+    for index, (position, tesseract, reader, exponents) in enumerate(read):
+        word = Word((3.0, position - 4.0, 18.0, position + 4.0))
+        ticks += _candidates("y", index, word, tesseract)
+        ticks += _exponent_readings(exponents, ticks[-1])
+        ticks += [replace(t, by_label_reader=True) for t in _candidates("y", index, word, reader)]
+    return ticks
+
+
+def test_powers_the_label_reader_guesses_make_no_linear_axis():
+    """matplotlib's 10^4 ... 10^1 (y, 58.7 px apart) at 3 px exponents, as a dev chart's were
+    read: 107 or 10^4; 10^0; 10^0; 10^1, or an exponent alone read 4 or 8. 10^4 and 10^0 made
+    a linear axis (10000 to 1, two ticks each way, and linear when in doubt); written powers
+    are for log fits only, and of the log pairs that no third tick confirms, the one a decade a
+    tick apart is the axis."""
+    read = [(58.0, ["107"], ["10^4"], []), (117.0, [""], ["10^0"], [])]
+    read += [(175.2, [""], ["10^0"], []), (234.0, [""], ["10^1"], ["4", "8"])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "log"
+    assert sorted(t.value for t in axis.used) == [10.0, 10000.0]
+    assert axis.value(117.0) == pytest.approx(1000.0, rel=0.02)
+
+
+def test_a_log_axis_steps_a_decade_a_tick_unless_every_word_reads_wider():
+    """matplotlib's 10^0 ... 10^3 (y, 43 px apart) as a dev chart's were read: 10^0; 10^5 or
+    10^0; 10^3 or 10^5; 10^3, 10^13 or 10^1. Three misreads step two decades a tick (10^5,
+    10^3, 10^1) and the bottom word disagrees; 10^0 and 10^1, a decade a tick, are the axis.
+    plotnine's 1e2, 1e4, 1e6, all read alike, step two decades, though one exponent read
+    alone (10^4 at 1e2) and 1e4 make a pair a decade a tick apart."""
+    read = [(146.9, [""], ["10^0"], []), (17.9, [""], ["10^0"], ["5"])]
+    read += [(60.9, [""], ["10^5"], ["3"]), (103.9, [""], ["10^1"], ["3", "13"])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "log"
+    assert axis.value(60.9) == pytest.approx(100.0, rel=0.02)
+    read = [(122.2, ["1e2"], ["1e2"], ["4"]), (37.2, ["1e6"], ["1e6"], [])]
+    read += [(79.2, ["1e4"], ["1e4"], ["4"])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "log" and len(axis.used) == 3
+    assert axis.value(100.7) == pytest.approx(1000.0, rel=0.02)
+
+
+def test_two_powers_written_out_make_a_log_axis():
+    """Two ticks fit any line, so a log axis needs a third word to tell it, unless the labels
+    are powers of ten: 10^2 and 10^3 alone (the other words unread) are a decade apart on a
+    log axis, as no linear axis writes its labels."""
+    axis = fit_axis("y", _read_y([(100.0, [""], ["10^2"], []), (40.0, [""], ["10^3"], [])]))
+    assert axis.scale == "log"
+    assert axis.value(70.0) == pytest.approx(10**2.5)
+
+
+def test_decimal_points_only_the_label_reader_read_make_the_axis():
+    """plotnine's 0.5, 1.0, 1.5 (y, 45.5 px apart) as a chart's were read: Tesseract dropped
+    every point (05, 10, 15), the label reader kept them. Both fits keep the three words, and
+    the readings with their points are the axis. A reader that drops a digit from every label
+    (100, 200, 300 where Tesseract reads 1000, 2000, 3000) reads no point and is outvoted."""
+    read = [(60.5, ["15"], ["1.5"], []), (151.5, ["05"], ["0.5"], []), (106.0, ["10"], ["1.0"], [])]
+    axis = fit_axis("y", _read_y(read))
+    assert sorted(t.value for t in axis.used) == [0.5, 1.0, 1.5]
+    assert axis.value(83.25) == pytest.approx(1.25)
+    read = [(60.5, ["3000"], ["300"], []), (151.5, ["1000"], ["100"], [])]
+    axis = fit_axis("y", _read_y(read + [(106.0, ["2000"], ["200"], [])]))
+    assert sorted(t.value for t in axis.used) == [1000.0, 2000.0, 3000.0]
+
+
+def test_the_label_readers_readings_that_keep_every_word_beat_tesseracts_in_part():
+    """plotnine's 400 ... 700 (100 px apart) as a chart's were read by Tesseract: 40 or 0, 20,
+    60, 70 or 0 (three in line, a step of 10), and by the label reader right. Tesseract's
+    fit keeps three words and the reader's all four: one more, not CLEARLY_MORE, yet the axis
+    read whole wins."""
+    read = [(330.5, ["0", "40"], ["400"], []), (233.5, ["20"], ["500"], [])]
+    read += [(137.5, ["60"], ["600"], []), (40.5, ["0", "70"], ["700"], [])]
+    axis = fit_axis("y", _read_y(read))
+    assert sorted(t.value for t in axis.used) == [400.0, 500.0, 600.0, 700.0]
+    assert axis.value(185.5) == pytest.approx(550.0)

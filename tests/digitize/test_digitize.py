@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from linefuse.digitize import calibrate
 from linefuse.digitize.axes import find_frame
-from linefuse.digitize.calibrate import Tick, fit_axis
+from linefuse.digitize.calibrate import GAMMAS, Tick, fit_axis, read_ticks
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.label_onnx import read_labels
 from linefuse.digitize.outputs import csv_text, digitize_files
@@ -111,6 +112,32 @@ def test_a_log_axis_is_fitted_as_log():
     # the peak, 10^3 at 550 nm, read within a few percent on the log axis
     assert series.y.max() == pytest.approx(1000, rel=0.1)
     assert series.x[series.y.argmax()] == pytest.approx(550, abs=5)
+
+
+@needs_tesseract
+def test_an_offset_text_tesseract_cannot_read_is_read_by_the_label_reader(monkeypatch):
+    """matplotlib's 1e6 above a y axis in millions: its 1 is two pixels wide and its e a
+    speck, and where Tesseract reads no multiplier there (7 or 16, on dev-recipe charts), the
+    label reader's reading of the word gives it."""
+    x = np.linspace(400, 700, 200)
+
+    def draw(ax):
+        ax.plot(x, 1e6 * (1 + 4 * np.exp(-(((x - 550) / 40) ** 2))), color="tab:blue")
+
+    pixels = _figure(draw)
+    frame = find_frame(pixels)
+    assert frame.y_offset is not None
+    ((_, _, multiplier),) = read_ticks([(pixels, frame)])
+    assert multiplier == 1e6
+    tesseract = calibrate.read_pages
+
+    def offset_unread(pages):  # each page's last lines are its offset text's (read_ticks)
+        read = tesseract(pages)
+        return [page[: -len(GAMMAS)] + [("7", 0.0)] * len(GAMMAS) for page in read]
+
+    monkeypatch.setattr(calibrate, "read_pages", offset_unread)
+    ((_, _, multiplier),) = read_ticks([(pixels, frame)])
+    assert multiplier == 1e6
 
 
 def test_the_shipped_reader_reads_matplotlibs_powers_of_ten():

@@ -84,8 +84,8 @@ class Tick:
     box: tuple[float, float, float, float]
     word: int = 0  # which word of its axis: readings of one word are candidates for one tick
     by_label_reader: bool = False  # read by LineFuse's label reader, not Tesseract
-    # the value is 10^n from a word read as 10 then n (a superscript exponent read on the line):
-    # a candidate of log fits only (_power_readings)
+    # the value is 10^n, written out (10^3, 10³: _written_power) or from a word read as 10 then
+    # n (a superscript exponent read on the line: _power_readings): a candidate of log fits only
     power: bool = False
 
 
@@ -138,9 +138,7 @@ def parse(text: str) -> float | None:
     unicode minus too), scientific (1e+03, 1E3, 1e-3), with thousands separators (1,000;
     10,000) or a power of ten written out (10^3, 10³). A comma that cannot separate
     thousands (1,5) is no number."""
-    clean = normalise(text)
-    if clean[:2] == "10" and len(clean) > 2 and all(c in SUPERSCRIPT for c in clean[2:]):
-        clean = "10^" + clean[2:].translate(SUPERSCRIPTS)
+    clean = _powers_written_out(normalise(text))
     if clean.endswith("-"):  # a tick mark beside a y label, read as a trailing minus
         clean = clean.rstrip("-")
     if THOUSANDS.fullmatch(clean):
@@ -152,6 +150,21 @@ def parse(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _powers_written_out(clean: str) -> str:
+    """A normalised reading with 10 and superscript digits (10³) as 10^3."""
+    if clean[:2] == "10" and len(clean) > 2 and all(c in SUPERSCRIPT for c in clean[2:]):
+        return "10^" + clean[2:].translate(SUPERSCRIPTS)
+    return clean
+
+
+def _written_power(text: str) -> bool:
+    """Whether a reading is a power of ten written out (10^3, 10³): a log axis's label, for log
+    fits only. A linear axis steps its labels evenly, so no library writes them as powers, and
+    a pair of misread powers (10^4 and 10^1, the label reader guessing a 3 px exponent) makes
+    a linear fit that nothing can check."""
+    return bool(POWER.fullmatch(_powers_written_out(normalise(text))))
 
 
 def _plain(text: str) -> str:
@@ -218,8 +231,8 @@ def read_ticks(
             ticks = _separators_read_as_points(ticks)
             axes.append(ticks + _points_dropped(ticks))
         multiplier = 1.0
-        if frame.y_offset is not None:
-            multiplier = _multiplier(read[first : first + variants])
+        if frame.y_offset is not None:  # Tesseract's readings first, then the label reader's
+            multiplier = _multiplier(read[first : first + variants] + next(crnn))
             first += variants
         found.append((axes[0], axes[1], multiplier))
     return found
@@ -237,14 +250,15 @@ def _multiplier(texts: list[str]) -> float:
 def _read_by_label_reader(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None]
 ) -> list[list[str]]:
-    """What the label reader (digitize/label_onnx.py) reads in each word of each (image, frame),
-    in read_ticks' order: in the image, and in its input where one is given. A restoration can
+    """What the label reader (digitize/label_onnx.py) reads in each word of each (image, frame)
+    and in its y offset text, in read_ticks' order: in the image, and in its input where one is
+    given. A restoration can
     redraw a label's digit wrong where the blurred input still holds it (and the reader was
     trained on blurred labels too), so both readings are candidates and the fit keeps the one
     that agrees."""
     texts = []
     for (image, frame), given in zip(items, inputs, strict=True):
-        words = frame.x_words + frame.y_words
+        words = frame.x_words + frame.y_words + ([frame.y_offset] if frame.y_offset else [])
         if not words:
             continue
         boxes = np.array([word.box for word in words], np.float32)
@@ -339,7 +353,10 @@ def _candidates(axis: str, index: int, word: Word, texts: list[str]) -> list[Tic
         value = parse(text)
         if value is not None:
             values.setdefault(value, text)
-    ticks = [Tick(position, value, text, word.box, index) for value, text in values.items()]
+    ticks = [
+        Tick(position, value, text, word.box, index, power=_written_power(text))
+        for value, text in values.items()
+    ]
     ticks += _power_readings(texts, Tick(position, math.nan, "", word.box, index))
     return ticks or [Tick(position, math.nan, "/".join(texts), word.box, index)]
 
@@ -412,11 +429,17 @@ def _robust_fit(
         # are drawn); then the labels read first; among pairs as well agreed with, more ticks on
         # the line, the labels read with their decimal point as read (not put back), then read
         # by more readers, the roundest values (a misread label is rarely rounder than the ones
-        # drawn)
+        # drawn). A log axis labels each decade unless it spans many: after the round step, a
+        # log pair whose line keeps every word wins, then one a decade a tick apart (3 px
+        # exponents are guessed, and misread ones can step evenly by chance: 10^5, 10^3, 10^1
+        # read where 10^3, 10^2, 10^1 are drawn)
         nice = _nice_step(slope, read.spacing)
+        every_word = bool(inliers.sum() == len(read.texts) > MIN_TICKS)
         key = (
             bool(inliers.sum() > MIN_TICKS or nice),
             nice,
+            read.log and every_word,
+            read.log and _one_decade(slope, read.spacing),
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
             nice,
@@ -559,6 +582,12 @@ def _decades(slope: float, spacing: float) -> bool:
     return step is not None and step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
 
 
+def _one_decade(slope: float, spacing: float) -> bool:
+    """Whether neighbouring ticks of a log fit are one decade apart."""
+    step = _tick_step(slope, spacing)
+    return step is not None and abs(step - 1.0) < 0.03
+
+
 def _one_per_word(off: np.ndarray, words: np.ndarray, tolerance: float) -> np.ndarray:
     """Ticks within tolerance of a fit, at most one per word: the nearest."""
     inliers = np.zeros(len(off), dtype=bool)
@@ -577,7 +606,9 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     and CLEARLY_MORE more once they do (a digit the reader drops from every label makes a
     consistent, wrong axis that must not outvote Tesseract's), or as many that fit clearly
     closer (TIGHTER: a label Tesseract misread near its value, 1.25 as 1.28, that the reader
-    read right; a consistent, wrong axis fits no closer)."""
+    read right; a consistent, wrong axis fits no closer), or every word where Tesseract's fit
+    keeps fewer, or the same words with the decimal points Tesseract dropped
+    (_points_tesseract_dropped)."""
     tesseract = _fit(name, [t for t in ticks if not t.by_label_reader], ticks)
     both = _fit(name, ticks, ticks)
     if tesseract is None or both is None:
@@ -589,7 +620,32 @@ def fit_axis(name: str, ticks: list[Tick]) -> Axis | None:
     tighter = both.residual < TIGHTER * tesseract.residual and tesseract.residual > TIGHTER
     if len(both.used) >= len(tesseract.used) and tighter:
         return both
-    return tesseract
+    # the label reader's readings joined keep every word (SURE_TICKS or more) where Tesseract's
+    # fit does not: one axis read whole beats one read in part (400 ... 700 read as 40, 20, 60,
+    # 70, three of them in line); a digit the reader drops from every label leaves Tesseract
+    # reading every word too
+    words = len({t.word for t in ticks})
+    if len(both.used) == words > len(tesseract.used) and len(both.used) >= SURE_TICKS:
+        return both
+    return both if _points_tesseract_dropped(tesseract, both) else tesseract
+
+
+def _points_tesseract_dropped(tesseract: Axis, both: Axis) -> bool:
+    """Whether `both` keeps the words Tesseract's fit keeps, each a power of ten (the same for
+    all) below Tesseract's value, with a decimal point the label reader read in POINTED_WORDS
+    words or more: Tesseract drops small points from every label (0.2 ... 1.0 read as 2, 4, 6,
+    8, 10; 0.5, 1.0, 1.5 as 05, 10, 15), a consistent axis ten times too large. A digit the
+    reader drops instead (1000 read as 100) leaves no point."""
+    ours = {t.word: t.value for t in tesseract.used}
+    theirs = {t.word: t.value for t in both.used}
+    if ours.keys() != theirs.keys():
+        return False
+    ratios = [ours[w] / theirs[w] for w in ours if theirs[w] and ours[w]]
+    powers = {round(math.log10(ratio), 6) if ratio > 0 else math.nan for ratio in ratios}
+    if len(powers) != 1 or powers.pop() not in (1.0, 2.0, 3.0):
+        return False
+    pointed = {t.word for t in both.used if t.by_label_reader and DECIMAL.search(t.text)}
+    return len(pointed) >= POINTED_WORDS
 
 
 def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
@@ -625,9 +681,8 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
         if fit is not None:
             fits["linear"] = _over(fit, plain)
     positive = values > 0
-    if (
-        len(np.unique(words[positive])) >= 3
-    ):  # two ticks fit any scale: a log axis needs a third to tell
+    # two ticks fit any scale: a log axis needs a third to tell, or powers of ten
+    if len(np.unique(words[positive])) >= 3 or len(np.unique(words[power])) >= MIN_TICKS:
         logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
         fit = _directed(
             points[positive],
