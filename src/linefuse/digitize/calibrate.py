@@ -252,10 +252,9 @@ def _read_by_label_reader(
 ) -> list[list[str]]:
     """What the label reader (digitize/label_onnx.py) reads in each word of each (image, frame)
     and in its y offset text, in read_ticks' order: in the image, and in its input where one is
-    given. A restoration can
-    redraw a label's digit wrong where the blurred input still holds it (and the reader was
-    trained on blurred labels too), so both readings are candidates and the fit keeps the one
-    that agrees."""
+    given. A restoration can redraw a label's digit wrong where the blurred input still holds it
+    (and the reader was trained on blurred labels too), so both readings are candidates and the
+    fit keeps the one that agrees."""
     texts = []
     for (image, frame), given in zip(items, inputs, strict=True):
         words = frame.x_words + frame.y_words + ([frame.y_offset] if frame.y_offset else [])
