@@ -120,6 +120,44 @@ def test_a_descending_axis_needs_three_labels_that_agree():
     assert axis.direction == "descending" and axis.value(100.0) == pytest.approx(750.0)
 
 
+def test_a_descending_axis_confirmed_by_a_label_read_one_digit_off():
+    """plotnine's three labels in small serif digits, 3000 read as 6000 by both readers: the
+    reversed fit keeps 2000 and 1000, and the third word, one digit off the 3000 they imply,
+    confirms it (an axis refused before); a one-digit label so misread confirms nothing."""
+    pixels = [45.0, 102.5, 160.5]
+    axis = fit_axis("x", _x_words(pixels, ["6000", "2000", "1000"], ["6000", "2000", "1000"]))
+    assert axis.direction == "descending"
+    assert [t.text for t in axis.used] == ["2000", "1000"]
+    assert axis.value(45.0) == pytest.approx(3000.0, rel=0.01)
+    assert fit_axis("x", _x_words(pixels, ["6", "2", "1"])) is None
+
+
+def test_a_reversed_fit_the_misread_word_confirms_beats_an_ascending_pair():
+    """3000, 2000, 1000 read by both readers as 6000, 2000, 1000, and the last also as 4000
+    by Tesseract: the ascending pair 2000, 4000 and the descending pair 2000, 1000 keep two
+    ticks each; only the descending one is confirmed by a word read one digit off (6000 for
+    3000: the 0 the ascending pair implies there is not), so the axis descends."""
+    pixels = [66.8, 126.8, 187.0]
+    tesseract = _x_words(pixels, ["6000", "2000", "1000"], ["6000", "2000", "4000"])
+    reader = [replace(t, by_label_reader=True) for t in _x_words(pixels, ["6000", "2000", "1000"])]
+    axis = fit_axis("x", tesseract + reader)
+    assert axis.direction == "descending"
+    assert axis.value(66.8) == pytest.approx(3000.0, rel=0.01)
+
+
+def test_a_word_the_other_fit_keeps_confirms_no_reversal():
+    """y labels 0.5, 1.0, 1.5 with the top one cut to its 5, by both readers (and 0.5, its
+    point put back, by Tesseract's): the reversed pair 1.0, 0.5 would imply 1.5 at the bottom
+    word, read 0.5, one digit off; but that word is a tick the upward fit keeps, so it
+    confirms no reversal and the axis stays ascending."""
+    rows = [36.5, 75.5, 114.5]
+    tesseract = _y_words(rows, ["5", "1.0", "0.5"])
+    reader = [replace(t, by_label_reader=True) for t in tesseract]
+    axis = fit_axis("y", tesseract + reader + [replace(tesseract[0], value=0.5)])
+    assert axis.direction == "ascending"
+    assert axis.value(114.5) == pytest.approx(0.5) and axis.value(75.5) == pytest.approx(1.0)
+
+
 def test_thousands_separators_read_as_their_numbers():
     """Plotly and ggplot label 1,000 ... 5,000; Tesseract may also drop one comma."""
     pixels = [30.0, 70.0, 110.0, 150.0, 190.0]

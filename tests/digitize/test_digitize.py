@@ -14,13 +14,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from linefuse.data.charts import draw_chart
 from linefuse.digitize import calibrate
-from linefuse.digitize.axes import find_frame
+from linefuse.digitize.axes import _labels_alone, find_frame
 from linefuse.digitize.calibrate import GAMMAS, Tick, fit_axis, read_ticks
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.label_onnx import read_labels
 from linefuse.digitize.outputs import csv_text, digitize_files
 from linefuse.digitize.score import score
+from linefuse.digitize.sets import dev2_chart_params, dev_chart_params
+from linefuse.params.full import load_params
 
 from conftest import ROOT, needs_tesseract, run_cli
 
@@ -485,6 +488,62 @@ def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
     inside = (series.x > 420) & (series.x < 680)
     truth = 0.2 + np.exp(-(((series.x[inside] - 520) / 15) ** 2))
     assert np.median(np.abs(series.y[inside] - truth)) < 0.02  # of a 1.4 range
+
+
+def _words_at(words, sidecar: dict, axis: str) -> bool:
+    """Whether the words are the sidecar's tick labels of `axis`, one each, their centres along
+    the axis within 1.5 px (a label's drawn box holds its font's ascent and descent)."""
+    along = 0 if axis == "x" else 1
+    found = sorted(w.centre[along] for w in words)
+    boxes = [label["box"] for label in sidecar["tick_labels"] if label["axis"] == axis]
+    drawn = sorted((box[along] + box[along + 2]) / 2 for box in boxes)
+    return len(found) == len(drawn) and np.allclose(found, drawn, atol=1.5)
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_labels_past_the_inner_grid_lines_are_found_alone():
+    """dev2 chart 13, plotnine's theme_minimal (grid lines, no axis lines) in a 5 px font: the
+    curves hide the outer grid lines, so the lines found frame the inner grid and what lies
+    under it is the curves' bits, not tick labels (they do not step evenly). The labels are
+    found alone, farther out, and the y labels are the column left of the first x label, not
+    the curves' bits stacked beside it."""
+    params = load_params(ROOT / "params.yaml")
+    image, _, sidecar = draw_chart(dev2_chart_params(params), 13)
+    frame = find_frame(image)
+    assert _words_at(frame.x_words, sidecar, "x") and _words_at(frame.y_words, sidecar, "y")
+
+
+def test_labels_split_under_a_framed_box_are_found_whole_beside_it():
+    """A descending x drawn in matplotlib's grayscale style (focus set seed 101, chart 57):
+    its labels 3000 ... 500 split at tick marks into pieces that do not step evenly. They are
+    found whole, alone, and keep the box the spines frame (to a pixel and a half), not the
+    rougher one their words imply."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), 101)
+    image, _, sidecar = draw_chart(recipe.model_copy(update={"descending_x_prob": 1.0}), 57)
+    frame = find_frame(image)
+    assert _words_at(frame.x_words, sidecar, "x")
+    assert np.allclose(frame.box, sidecar["plot_box"], atol=1.5)
+
+
+def test_two_y_labels_alone_are_aligned_to_the_pixel():
+    """No line frames the plot and two y labels stand beside it (no spacing to tell them by):
+    the pair right-aligned to the pixel is taken, not two bits of a curve nearer the x labels
+    whose right edges differ by one (restorations draw such bits by a plot's left edge)."""
+    text = np.zeros((200, 300), dtype=bool)
+
+    def word(left: int, top: int, glyphs: int, width: int = 5) -> None:
+        for k in range(glyphs):
+            text[top : top + 8, left + k * (width + 1) : left + k * (width + 1) + width] = True
+
+    for left in (100, 160, 220):  # x labels: three evenly spaced words of three digits
+        word(left, 180, 3)
+    word(49, 40, 2)  # y labels ending at column 60
+    word(49, 110, 2)
+    word(88, 60, 1, width=2)  # a curve's bits ending at columns 90 and 91
+    word(89, 75, 1, width=2)
+    x_words, y_words = _labels_alone(text)
+    assert len(x_words) == 3
+    assert sorted(w.box for w in y_words) == [(49.0, 40.0, 60.0, 48.0), (49.0, 110.0, 60.0, 118.0)]
 
 
 def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch):

@@ -9,10 +9,13 @@ import matplotlib
 import numpy as np
 import pytest
 
+from linefuse.data.charts import draw_chart
 from linefuse.digitize.chart import digitize
 from linefuse.digitize.outputs import csv_text
+from linefuse.digitize.sets import dev2_chart_params
+from linefuse.params.full import load_params
 
-from conftest import needs_tesseract
+from conftest import ROOT, needs_tesseract
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -83,6 +86,17 @@ def test_series_of_one_colour_are_told_apart_and_named_from_the_legend(styles, n
     assert all(np.ptp(s.x) > 250 for s in result.series)  # of 300 nm: no legend's sample
     rows = list(csv.DictReader(io.StringIO(csv_text(result))))
     assert {row["series"] for row in rows} == set(names)
+
+
+@needs_tesseract
+def test_a_legend_whose_samples_bridged_reach_their_text_is_found():
+    """dev2 chart 73 (matplotlib, two series with a framed legend): the purple line's dash gap
+    (two line widths) bridged in its sample reaches the text beside it, one stroke too long to
+    be a sample, so no legend was found and its frame was read as a third series. Samples are
+    taken as drawn too: two series, each named."""
+    image, _, _ = draw_chart(dev2_chart_params(load_params(ROOT / "params.yaml")), 73)
+    result = digitize(image)
+    assert sorted(s.name for s in result.series) == ["Sample A", "Sample B"]
 
 
 @needs_tesseract

@@ -41,6 +41,7 @@ TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, 
 MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
 CRISP = 0.8  # of a tick mark's ink in one column: it was snapped to the pixel grid
 CUT_PX = 2  # columns of a glyph cut at a crowded label's edge: fewer are no piece of the label
+ALIGNED_PX = 1  # right-aligned y labels' right edges lie this close (anti-aliasing, a narrow 1)
 
 
 @dataclass(frozen=True)
@@ -558,9 +559,9 @@ def _evenly_spaced(centres: list[float]) -> bool:
 
 def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     """With no line framing the plot: the x labels are the lowest line of three or more evenly
-    spaced words, the y labels the largest right-aligned column of evenly spaced words left of
-    the x labels' middle (or of two, nearest the x labels' start); either empty when there is
-    none."""
+    spaced words, the y labels the largest right-aligned column (right edges ALIGNED_PX apart
+    at most) of evenly spaced words left of the x labels' middle (or of two aligned to the
+    pixel, nearest the x labels' start); either empty when there is none."""
     found = _glyphs(text)
     glyphs = [g for g in found if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
     if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
@@ -571,19 +572,37 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     rows = [words for words in lines if _evenly_spaced([w.centre[0] for w in words])]
     x_words = max(rows, key=lambda words: words[0].box[1], default=[])
     middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2
-    columns: dict[int, list[Word]] = {}
-    for words in lines:
-        for word in words:
-            if word.centre[0] < middle and word not in x_words:
-                columns.setdefault(round(word.box[2] / 2), []).append(word)
-    stacks = [c for c in columns.values() if _evenly_spaced([w.centre[1] for w in c])]
+    beside = sorted(
+        (w for words in lines for w in words if w.centre[0] < middle and w not in x_words),
+        key=lambda w: w.box[2],
+    )
+    columns: list[list[Word]] = []  # right-aligned: right edges within ALIGNED_PX of the first
+    for word in beside:
+        if columns and word.box[2] - columns[-1][0].box[2] <= ALIGNED_PX:
+            columns[-1].append(word)
+        else:
+            columns.append([word])
+    stacks = [c for c in columns if _evenly_spaced([w.centre[1] for w in c])]
     if not stacks and x_words:  # two labels show no spacing: the pair above the x labels
-        # nearest their start, where an axis's labels stand (a legend's stand farther in)
+        # nearest their start, where an axis's labels stand (a legend's stand farther in),
+        # right-aligned to the pixel (no spacing tells a curve's two bits from labels)
         start, top = x_words[0].box[0], min(w.box[1] for w in x_words)
-        pairs = [c for c in columns.values() if len(c) == 2 and max(w.box[3] for w in c) < top]
+        aligned: dict[float, list[Word]] = {}
+        for word in beside:
+            aligned.setdefault(word.box[2], []).append(word)
+        pairs = [c for c in aligned.values() if len(c) == 2 and max(w.box[3] for w in c) < top]
         stacks = sorted(pairs, key=lambda c: abs(c[0].box[2] - start))[:1]
     y_words = max(stacks, key=len, default=[])
     return x_words, y_words
+
+
+def _beside(box: tuple[float, ...], x_words: list[Word], y_words: list[Word]) -> bool:
+    """Whether x labels stand under the box and y labels left of it, within LABEL_REACH glyph
+    heights of its edges, as a box's tick labels do."""
+    left, _, _, bottom = box
+    reach = LABEL_REACH * float(np.median([w.box[3] - w.box[1] for w in x_words + y_words]))
+    under = all(bottom <= w.box[1] <= bottom + reach for w in x_words)
+    return under and all(left - reach <= w.box[2] <= left for w in y_words)
 
 
 def _box_from_labels(x_words: list[Word], y_words: list[Word], shape) -> tuple[float, ...]:
@@ -599,20 +618,31 @@ def _box_from_labels(x_words: list[Word], y_words: list[Word], shape) -> tuple[f
 
 def find_frame(image: np.ndarray) -> Frame | None:
     """The plot box and the tick-label words around it; None when neither a line (axis, grid,
-    panel edge) nor a row and a column of tick labels frame a plot area."""
+    panel edge) nor a row and a column of tick labels frame a plot area. The box the lines
+    span, with the words found under and beside it; where those are not a row and a column of
+    labels, the labels found alone (_labels_alone), with that box where they stand beside it
+    (_beside), else with the box they imply."""
     bg = background(image)
     far = distance(image, bg)
+    text = far > TEXT_INK
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
+    lined = None
     if box is not None:
-        x_words, y_words = _label_words(far > TEXT_INK, box, far)
-        if x_words and y_words:
-            offset = _offset_word(far > TEXT_INK, box)
-            return Frame(bg, box, rows, cols, x_words, y_words, offset)
-    x_words, y_words = _labels_alone(far > TEXT_INK)
+        x_words, y_words = _label_words(text, box, far)
+        offset = _offset_word(text, box) if x_words and y_words else None
+        lined = Frame(bg, box, rows, cols, x_words, y_words, offset)
+        # three words or more under the box that do not step evenly are no tick labels: the
+        # lines found were inner grid lines (the outer ones hidden under curves), and the
+        # labels stand farther out
+        centres = [w.centre[0] for w in x_words]
+        if x_words and y_words and (len(centres) < 3 or _evenly_spaced(centres)):
+            return lined
+    x_words, y_words = _labels_alone(text)
     if not x_words or not y_words:
-        if box is None:
-            return None
-        return Frame(bg, box, rows, cols, *_label_words(far > TEXT_INK, box, far))
+        return lined
+    if lined is not None and _beside(lined.box, x_words, y_words):
+        # the lines frame the plot; the words under it were split where they are not
+        return replace(lined, x_words=x_words, y_words=y_words)
     box = _box_from_labels(x_words, y_words, image.shape)
     none = np.zeros(0, dtype=int)
     return Frame(bg, box, none, none, x_words, y_words)

@@ -9,7 +9,8 @@ best match what was read at every word, even in part; ticks farther than OUTLIER
 misreadings (a dropped minus, a 5 read as 6) and rejected, and the rest are fitted by least
 squares. The scale whose fit keeps more ticks wins (_better). An axis runs either way: values
 growing rightwards (x) or upwards (y), as axes are drawn, or the other way (IR and NMR spectra
-draw x from 4000 down to 400); the reversed fit is kept where it keeps more ticks (_directed).
+draw x from 4000 down to 400); the reversed fit is kept where it keeps more ticks, or as many
+confirmed by more words, a label read one digit off among them (_directed).
 Labels are read in the forms plotting libraries write them: 1,000 (thousands separators), 1e+03
 (ggplot), 10^3 and matplotlib's 10 with a superscript 3, which Tesseract reads as 103
 (_power_readings).
@@ -45,7 +46,8 @@ LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the li
 # an axis's whole readings get a dropped decimal point put back (_points_dropped) only where
 # this many words are read with one: a point in one word alone is a speck a restoration drew
 POINTED_WORDS = 2
-REVERSED_TICKS = 3  # a descending fit keeps this many ticks at least (_directed)
+REVERSED_TICKS = 3  # words that confirm a descending fit at least (_directed): ticks it keeps ...
+NEAR_LENGTH = 3  # ... or words read with one digit off, in labels this long (_confirmed)
 # a number as plotting libraries write one: thousands separated by commas (1,000; 12,500.5),
 # not a decimal comma (1,5: left unread, as before); and 10^3 or 10 with superscript digits
 THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d*)?")
@@ -736,16 +738,57 @@ def _directed(
     upwards for y, pixel rows growing downwards), unless the reversed fit keeps more ticks. A
     descending axis read right (4000, 3500, ... 500) leaves the usual direction a pair of
     misread labels at best, so the reversed fit keeps more; where both keep as many (misreads
-    either way) the usual direction stands, as before. The reversed fit must keep
-    REVERSED_TICKS: two labels fit a line either way, and two misreads that descend (an axis
-    read as 600, 10) would otherwise turn an unreadable axis into a wrong one."""
+    either way) the usual direction stands, unless the reversed fit is confirmed by more words
+    (_confirmed: a label read one digit off). The reversed fit must be confirmed by
+    REVERSED_TICKS words: two labels fit a line either way, and two misreads that descend (an
+    axis read as 600, 10) would otherwise turn an unreadable axis into a wrong one."""
     usual = _robust_fit(points, values, words, preferred, tolerance, direction, read)
     if usual is not None and usual[3].sum() == len(np.unique(words)):
         return usual  # every word kept: nothing to gain
     reverse = _robust_fit(points, values, words, preferred, tolerance, -direction, read)
-    if reverse is None or reverse[3].sum() < REVERSED_TICKS:
+    if reverse is None:
         return usual
-    return reverse if usual is None or reverse[3].sum() > usual[3].sum() else usual
+    other = points[usual[3]] if usual is not None else points[:0]
+    confirmed = _confirmed(reverse, points, values, read, other)
+    if confirmed < REVERSED_TICKS:
+        return usual
+    if usual is None:
+        return reverse
+    theirs = (usual[3].sum(), _confirmed(usual, points, values, read, points[reverse[3]]))
+    return reverse if (reverse[3].sum(), confirmed) > theirs else usual
+
+
+def _confirmed(
+    fit: tuple, points: np.ndarray, values: np.ndarray, read: Readings, other: np.ndarray
+) -> int:
+    """The words that confirm a fit: the ticks it keeps, and on a linear axis the words read
+    with one digit off the label the fit implies there (3000 read as 6000 in small serif
+    digits), but for those at `other` (the positions of the ticks another fit keeps: a word
+    read as that fit's tick is not a misread one of this)."""
+    inliers = fit[3]
+    kept, labels = points[inliers], values[inliers]
+    between = round(float((kept[-1] - kept[0]) / read.spacing))
+    if read.log or between == 0:
+        return int(inliers.sum())
+    # the labels step evenly from the kept ticks', as _agreement predicts them
+    step = (labels[-1] - labels[0]) / between
+    decimals = max(read.decimals, *(_decimals(v) for v in labels))
+    nearly = 0
+    for position, texts in zip(read.positions, read.texts, strict=True):
+        if np.any(np.isclose(kept, position)) or np.any(np.isclose(other, position)):
+            continue
+        value = labels[0] + round(float((position - kept[0]) / read.spacing)) * step
+        label = f"{round(value, decimals) + 0.0:.{decimals}f}"
+        nearly += any(_one_digit_off(label, text) for text in texts)
+    return int(inliers.sum()) + nearly
+
+
+def _one_digit_off(label: str, text: str) -> bool:
+    """Whether `text` is `label` (NEAR_LENGTH characters or more) with one digit misread."""
+    if len(text) != len(label) or len(label) < NEAR_LENGTH:
+        return False
+    differ = [(a, b) for a, b in zip(label, text, strict=True) if a != b]
+    return len(differ) == 1 and differ[0][0].isdigit() and differ[0][1].isdigit()
 
 
 def _better(fits: dict, power: np.ndarray) -> str | None:

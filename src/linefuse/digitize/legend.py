@@ -25,6 +25,7 @@ SAMPLE_INK = 0.5  # coverage of a series' colour that a sample's pixel has
 MIN_SAMPLE = 1.5  # text heights (a digit's): the shortest sample (matplotlib's is 2 em, 2.7)
 MAX_SAMPLE = 6.0  # ... and the longest
 END_CLEAR = 2  # px beyond a sample's ends (and rows above and below it) that are bare
+MIN_GAP = 2  # px: the least gap bridged in a sample's strokes
 TEXT_CONTRAST = 120.0  # RGB distance from the background: letters (a curve seen through a
 # legend's translucent face is fainter)
 TEXT_BAND = 0.9  # text heights above and below a sample's row that its text lies within
@@ -115,9 +116,12 @@ def _entries_of(
 ) -> list[Entry]:
     """Every stroke of `colour` in the box that looks like a legend sample with text beside it."""
     ink = series_ink(box, background, colour)[0] >= SAMPLE_INK
-    gap = max(round(DASH_GAP * width), 2)
     entries = []
-    for stroke in _strokes(ink, gap, size):
+    # a dashed sample's gaps are bridged (a thick line's are as wide as the pad between a
+    # sample and its text, so the bridge can reach the text), and a solid one is also taken
+    # as drawn, unbridged
+    strokes = [(stroke, gap) for gap in _gaps(width) for stroke in _strokes(ink, gap, size)]
+    for stroke, gap in strokes:
         words = _text_right(text, stroke, size) if _bare_ends(ink, stroke, gap) else None
         if words is None:
             continue
@@ -138,6 +142,12 @@ def _entries_of(
             )
         )
     return entries
+
+
+def _gaps(width: float) -> list[int]:
+    """The gaps (px) bridged in a sample of a line `width` px wide: its dash gaps, then none
+    but a pixel's (anti-aliasing)."""
+    return sorted({max(round(DASH_GAP * width), MIN_GAP), MIN_GAP}, reverse=True)
 
 
 def find_legend(
