@@ -546,6 +546,22 @@ def test_two_y_labels_alone_are_aligned_to_the_pixel():
     assert sorted(w.box for w in y_words) == [(49.0, 40.0, 60.0, 48.0), (49.0, 110.0, 60.0, 118.0)]
 
 
+def test_a_row_of_tick_marks_is_no_row_of_labels():
+    """Tick marks standing off the plot (1 px wide, a digit tall) step as evenly as labels; the
+    labels under them do not where the last is drawn flush with the plot's end (Vega-Lite's).
+    Found alone, the tick marks are no x labels (they were read as a row of 1s)."""
+    text = np.zeros((200, 320), dtype=bool)
+    for k in range(6):  # tick marks every 40 px
+        text[150:157, 60 + 40 * k] = True
+    for left in (52, 92, 132, 172, 212, 236):  # labels of three digits, the last one moved in
+        for d in range(3):
+            text[165:173, left + 6 * d : left + 6 * d + 5] = True
+    for top in (40, 80, 120):  # y labels
+        text[top : top + 8, 20:31] = True
+    x_words, _ = _labels_alone(text)
+    assert all(w.box[2] - w.box[0] > 2 for w in x_words)
+
+
 def test_without_tesseract_each_framed_chart_says_how_to_install_it(monkeypatch):
     import linefuse.digitize.chart as digitize_module
 

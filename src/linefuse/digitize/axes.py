@@ -569,7 +569,14 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     size = float(np.median([g[3] - g[1] for g in glyphs]))
     specks = [g for g in found if _speck(g)]
     lines = [_words(_with_points(line, specks), WORD_GAP * size) for line in _lines_of(glyphs)]
-    rows = [words for words in lines if _evenly_spaced([w.centre[0] for w in words])]
+    # a row of tick marks standing off the plot steps evenly too: a row of labels holds a word
+    # wider than a tick mark
+    rows = [
+        words
+        for words in lines
+        if _evenly_spaced([w.centre[0] for w in words])
+        and max(w.box[2] - w.box[0] for w in words) > THIN
+    ]
     x_words = max(rows, key=lambda words: words[0].box[1], default=[])
     middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2
     beside = sorted(
