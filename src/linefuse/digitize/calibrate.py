@@ -524,23 +524,37 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
     weighs for the true fit in part (35000 and 53000 read where 25000 and 5000 are drawn), and a
     fit whose labels are not what was read (0.20 ... 1.20, from a point put back, where 20 ...
     120 were read) loses to the one whose labels are; a count of exact readings tells neither."""
-    spacings = np.round((read.positions - points[0]) / read.spacing)
-    between = round(float((points[1] - points[0]) / read.spacing))
-    if between == 0:  # two labels within one spacing: not two ticks
+    predicted = _stepped(read, points, values)
+    if predicted is None:
         return 0.0
-    predicted = values[0] + spacings * (values[1] - values[0]) / between
     if read.log:
         # a log axis's labels show each the decimals its own value needs (0.1, 1, 10, 100); a
         # pair of misread powers can imply labels past float's range, shown as inf (no match)
         with np.errstate(over="ignore", invalid="ignore"):
             expected = [f"{v:.{_decimals(v)}f}" for v in 10.0**predicted]
     else:
-        decimals = max(read.decimals, *(_decimals(v) for v in values))
-        # rounded, then + 0.0: -0.0 shows as 0.0; the pair's own words agree as read (None)
-        expected = [f"{v:.{decimals}f}" for v in np.round(predicted, decimals) + 0.0]
+        # the pair's own words agree as read (None)
+        expected = _shown(predicted, max(read.decimals, *(_decimals(v) for v in values)))
     for point in points:
         expected[int(np.abs(read.positions - point).argmin())] = None
     return _matched(tuple(expected), read.texts)
+
+
+def _stepped(read: Readings, points: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """The value a pair of ticks (points, values) implies at each word: a word k spacings from
+    the pair's first is labelled values[0] + k * (the pair's value step); None where the pair
+    lies within one spacing (not two ticks)."""
+    spacings = np.round((read.positions - points[0]) / read.spacing)
+    between = round(float((points[1] - points[0]) / read.spacing))
+    if between == 0:
+        return None
+    return values[0] + spacings * (values[1] - values[0]) / between
+
+
+def _shown(values: np.ndarray, decimals: int) -> list[str]:
+    """Linear labels as an axis shows them, with `decimals` (rounded, then + 0.0: -0.0 shows as
+    0.0)."""
+    return [f"{v:.{decimals}f}" for v in np.round(values, decimals) + 0.0]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -767,18 +781,15 @@ def _confirmed(
     read as that fit's tick is not a misread one of this)."""
     inliers = fit[3]
     kept, labels = points[inliers], values[inliers]
-    between = round(float((kept[-1] - kept[0]) / read.spacing))
-    if read.log or between == 0:
-        return int(inliers.sum())
     # the labels step evenly from the kept ticks', as _agreement predicts them
-    step = (labels[-1] - labels[0]) / between
-    decimals = max(read.decimals, *(_decimals(v) for v in labels))
+    predicted = _stepped(read, kept[[0, -1]], labels[[0, -1]])
+    if read.log or predicted is None:
+        return int(inliers.sum())
+    shown = _shown(predicted, max(read.decimals, *(_decimals(v) for v in labels)))
     nearly = 0
-    for position, texts in zip(read.positions, read.texts, strict=True):
+    for position, label, texts in zip(read.positions, shown, read.texts, strict=True):
         if np.any(np.isclose(kept, position)) or np.any(np.isclose(other, position)):
             continue
-        value = labels[0] + round(float((position - kept[0]) / read.spacing)) * step
-        label = f"{round(value, decimals) + 0.0:.{decimals}f}"
         nearly += any(_one_digit_off(label, text) for text in texts)
     return int(inliers.sum()) + nearly
 
