@@ -15,8 +15,9 @@ import pytest
 from PIL import Image
 
 from linefuse.data.charts import draw_chart
+from linefuse.data.charts.plan import plan_axes
 from linefuse.digitize import calibrate
-from linefuse.digitize.axes import _labels_alone, find_frame
+from linefuse.digitize.axes import _labels_alone, _offset_word, find_frame
 from linefuse.digitize.calibrate import GAMMAS, Tick, fit_axis, read_ticks
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.label_onnx import read_labels
@@ -679,3 +680,71 @@ def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
     assert np.median(np.abs(series.y - np.interp(series.x, x, y))) < 0.03
     assert series.x.min() == pytest.approx(400.0, abs=5.0)
     assert series.x.max() == pytest.approx(700.0, abs=5.0)
+
+
+def test_an_offset_text_is_one_word_above_the_lines_that_go_on_past_the_box():
+    """matplotlib's offset text (1e7) above the box's left edge: a serif 1 spaced off its e
+    (wider than a label's digits are apart) is one word with it, a title centred over the box
+    on its line is none of it, the spine and a grid line going on above the box's top (a grid
+    line under the axes' own top) are no text, and a 7 drawn down onto the top line (the
+    classic style's) is still found. A box at the image's top has no room for one."""
+    text = np.zeros((200, 300), dtype=bool)
+    box = (40.0, 30.0, 280.0, 180.0)
+    text[30, 40:281] = True  # the box's top, a grid line
+    text[18:181, 40] = True  # the left spine, going on above it
+    text[22:30, 120] = True  # a grid line going on above it
+    text[12:21, 43:45] = True  # 1, then e and 7
+    text[14:21, 49:55] = True
+    text[12:21, 56:62] = True
+    text[8:17, 140:200] = True  # the title
+    assert _offset_word(text, box).box == (43.0, 12.0, 62.0, 21.0)
+    text[21:30, 56:62] = True  # the 7 reaching down onto the top line
+    assert _offset_word(text, box).box == (43.0, 12.0, 62.0, 29.0)
+    assert _offset_word(text, (40.0, 1.0, 280.0, 180.0)) is None
+
+
+@needs_tesseract
+@pytest.mark.parametrize("index", [4, 77])
+def test_offset_texts_drawn_in_a_serif_font_and_onto_the_box_are_read(index):
+    """Focus-set charts (seed 103, every y offset): chart 4's STIX 1 e7 (grayscale style) and
+    chart 77's 1e7 drawn onto the box's top line (classic style) give their multipliers; their
+    words were a lone 1 and no word."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), 103)
+    recipe = recipe.model_copy(update={"offset_y_prob": 1.0})
+    image, _, _ = draw_chart(recipe, index)
+    frame = find_frame(image)
+    ((_, _, multiplier),) = read_ticks([(image, frame)])
+    assert multiplier == 10.0 ** plan_axes(recipe, index).power
+
+
+def test_tick_marks_pointing_into_a_coloured_panel_split_crowded_labels():
+    """Focus-set chart 21 (seed 103, every y offset): matplotlib's classic style draws its tick
+    marks into the plot, here a pink panel, and its x labels 400 ... 750 touch. Against the
+    page the whole panel is ink; against the panel the marks are found, and the labels are
+    split at them, one word each."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), 103)
+    image, _, sidecar = draw_chart(recipe.model_copy(update={"offset_y_prob": 1.0}), 21)
+    assert _words_at(find_frame(image).x_words, sidecar, "x")
+
+
+@needs_tesseract
+def test_a_power_tesseract_reads_on_one_line_is_no_plain_number():
+    """Focus-set chart 5 (seed 107, seaborn's paper style, a log y labelled 10^0 ... 10^4 with
+    3 px exponents): Tesseract reads 10^2 as 107, which lies 0.03 decades from it, nearer the
+    fit than the label reader's 10^2, and tilted the axis by 1 %. Where the reader reads a
+    power, Tesseract's 10n in that word is that power misread (a candidate 10^n), not the
+    number 107: every tick kept is a whole decade."""
+    image, _, _ = draw_chart(dev_chart_params(load_params(ROOT / "params.yaml"), 107), 5)
+    (result,) = digitize_many([image])
+    assert result.y_axis.scale == "log" and len(result.y_axis.used) == 5
+    assert all(math.log10(t.value).is_integer() for t in result.y_axis.used)
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_thick_short_tick_marks_are_no_row_of_labels():
+    """dev2 chart 65, plotnine's theme_gray: its tick marks are three pixels square under the
+    grey panel, apart from its edge. As wide as a narrow digit and a digit tall, they were taken
+    for the first line of x labels (read as 1s, no two agreeing). A glyph that starts at the
+    box's edge no taller than that is a tick mark, and the labels under them are found."""
+    image, _, sidecar = draw_chart(dev2_chart_params(load_params(ROOT / "params.yaml")), 65)
+    assert _words_at(find_frame(image).x_words, sidecar, "x")

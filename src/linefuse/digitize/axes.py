@@ -36,6 +36,7 @@ EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (roundin
 POINT_SHARE = 0.4  # of a word's height: a decimal point is no taller nor wider
 RAISED = 0.7  # of a word's height from its top: an exponent's glyphs end above this
 LABEL_REACH = 3.5  # glyph heights from the box: farther text is an axis title, not a tick label
+OFFSET_REACH = 5  # glyph heights right of the box's left edge within which its offset text starts
 TICK_ROWS = 2  # px under the box's bottom edge that an outward x tick mark fills at least
 TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, not tick marks
 MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
@@ -389,8 +390,13 @@ def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each column of `band` (`far` values, rows going away from the box's edge), how many
     rows from the first beyond the spine's are inked, and how dark its first TICK_ROWS of them
     are (summed `far`); no length where TICK_ROWS rows of most columns are inked (a line), nor
-    in a column inked over half the band (a vertical spine or grid line)."""
+    in a column inked over half the band (a vertical spine or grid line). Ink is measured from
+    the band's own ground, its median: the inward band of a coloured panel is the panel's
+    colour, which is all ink against the page (a classic style's ticks point into it)."""
+    band = np.abs(band - np.median(band))
     ink = band > INK
+    if len(ink) > 1 and ink[0].mean() <= TICK_SHARE < ink[1].mean():
+        ink, band = ink[1:], band[1:]  # the box's edge a row short of its spine (a panel's edge)
     while len(ink) and ink[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
         ink, band = ink[1:], band[1:]
     weights = band[:TICK_ROWS].sum(axis=0)
@@ -524,31 +530,53 @@ def _label_words(
 
 def _tick_mark(glyph: tuple[int, int, int, int], box: tuple[int, ...]) -> bool:
     """Whether a glyph under the box is an x tick mark, starting within the labels' pad from
-    the box's edge: at most THIN px wide (a "1" that close to the edge is misjudged), or across
-    the box's left or right edge (the x and y axes' tick marks meeting at a corner)."""
+    the box's edge: at most THIN px wide (a "1" that close to the edge is misjudged), no taller
+    than MIN_GLYPH_PX (ggplot's thick, short marks, three pixels square), or across the box's
+    left or right edge (the x and y axes' tick marks meeting at a corner)."""
     left, _, right, bottom = box
     if glyph[1] >= bottom + TICK_PAD:
         return False
-    return glyph[2] - glyph[0] <= THIN or any(glyph[0] <= edge < glyph[2] for edge in (left, right))
+    thin, short = glyph[2] - glyph[0] <= THIN, glyph[3] - glyph[1] <= MIN_GLYPH_PX
+    return thin or short or any(glyph[0] <= edge < glyph[2] for edge in (left, right))
 
 
 def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     """The word just above the box that starts at its left edge, where matplotlib writes a y
     axis's multiplier (1e6): in the line of text nearest above the box, the word starting
-    within a glyph's height of the box's left edge; None when there is none."""
+    within a glyph's height of the box's left edge; None when there is none. The multiplier is
+    one token, so its glyphs join across gaps up to a glyph's height (a serif font spaces its 1
+    from the e: 1 e7); the classic style writes it on the box's top line, so the glyphs are
+    those above that line (touching it, they would be part of the frame)."""
     left, top = int(round(box[0])), int(round(box[1]))
+    if top - 1 < MIN_GLYPH_PX:  # the box reaches the image's top: no room for text above it
+        return None
     glyphs = [
-        g for g in _glyphs(text) if g[3] <= top and MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX
+        g
+        for g in _glyphs(text[: top - 1])
+        if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX and not _line_above(g, top)
     ]
     if not glyphs:
         return None
     size = float(np.median([g[3] - g[1] for g in glyphs]))
-    near = [g for g in glyphs if g[3] >= top - LABEL_REACH * size]
+    # a short token at the left edge: a title centred over the box lies farther right
+    near = [
+        g
+        for g in glyphs
+        if g[3] >= top - LABEL_REACH * size and left - size <= g[0] <= left + OFFSET_REACH * size
+    ]
     if not near:
         return None
     line = max(_lines_of(near), key=lambda line: max(g[3] for g in line))  # nearest the box
-    word = min(_words(line, WORD_GAP * size), key=lambda w: abs(w.box[0] - left))
+    word = min(_words(line, size), key=lambda w: abs(w.box[0] - left))
     return word if abs(word.box[0] - left) <= size else None
+
+
+def _line_above(glyph: tuple[int, int, int, int], top: int) -> bool:
+    """Whether a glyph above the box's top line is a vertical line going on above it (the
+    spine, grid lines: a box whose top is a grid line under the axes' own top): at most
+    THIN + 1 px wide, down to that top line."""
+    x0, _, x1, bottom = glyph
+    return bottom >= top - 1 and x1 - x0 <= THIN + 1
 
 
 def _evenly_spaced(centres: list[float]) -> bool:

@@ -218,9 +218,17 @@ def read_ticks(
                 texts = read[first : first + variants]
                 first += variants
                 by_reader = next(crnn)
-                if any("^" in text for text in by_reader):  # the label reader reads 10^n there
+                powered = any("^" in text for text in by_reader)  # the reader reads 10^n there
+                if powered:
                     texts = [text for text in texts if normalise(text) not in BASES]
-                ticks += _candidates(axis, index, word, texts)
+                candidates = _candidates(axis, index, word, texts)
+                if powered:  # Tesseract's 10n is the power read on one line (10² as 107)
+                    candidates = [
+                        t
+                        for t in candidates
+                        if t.power or not READ_POWER.fullmatch(normalise(t.text).rstrip("."))
+                    ]
+                ticks += candidates
                 if word.exponent is not None:
                     exponents = read[first : first + variants]
                     first += variants
@@ -519,8 +527,8 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
     """How well the labels a pair of ticks (points, values) implies at each word match what was
     read there: the sum over words of the best reading's likeness. The labels step evenly, so a
     word k spacings from the pair's first is labelled values[0] + k * (the pair's value step);
-    it shows as many decimals as the pair's labels or the axis's readings (on a log axis, the ones
-    its own value needs: 0.1, 1, 10). A misread label still
+    it shows as many decimals as the pair's labels, or as the axis's readings where that agrees
+    better (on a log axis, the ones its own value needs: 0.1, 1, 10). A misread label still
     weighs for the true fit in part (35000 and 53000 read where 25000 and 5000 are drawn), and a
     fit whose labels are not what was read (0.20 ... 1.20, from a point put back, where 20 ...
     120 were read) loses to the one whose labels are; a count of exact readings tells neither."""
@@ -532,12 +540,21 @@ def _agreement(read: Readings, points: np.ndarray, values: np.ndarray) -> float:
         # pair of misread powers can imply labels past float's range, shown as inf (no match)
         with np.errstate(over="ignore", invalid="ignore"):
             expected = [f"{v:.{_decimals(v)}f}" for v in 10.0**predicted]
-    else:
-        # the pair's own words agree as read (None)
-        expected = _shown(predicted, max(read.decimals, *(_decimals(v) for v in values)))
+        return _matched(_unpaired(expected, read, points), read.texts)
+    # the labels with the axis's decimals read, or with the pair's alone where those agree
+    # better (two misreads, 135.00 for 13500, must not make 4000 ... 500 expected as 4000.00)
+    own = max(_decimals(v) for v in values)
+    return max(
+        _matched(_unpaired(_shown(predicted, max(shared, own)), read, points), read.texts)
+        for shared in {0, read.decimals}
+    )
+
+
+def _unpaired(expected: list, read: Readings, points: np.ndarray) -> tuple:
+    """The labels expected at each word, None at the pair's own words (they agree as read)."""
     for point in points:
         expected[int(np.abs(read.positions - point).argmin())] = None
-    return _matched(tuple(expected), read.texts)
+    return tuple(expected)
 
 
 def _stepped(read: Readings, points: np.ndarray, values: np.ndarray) -> np.ndarray | None:

@@ -59,6 +59,11 @@ UNLIKE = 1e6  # the cost of matching a legend sample to a series of another colo
 # RGB distance off the segment between two colours of a blend of them: a mean of blends of two
 # colours lies on the segment, a series in a colour of its own farther (docs/experiments.md)
 BLEND_TINT = 28.0
+# of a stronger line's width: a paler trace this thin is its edge's (an anti-aliased rim, or
+# bits of it) and lies within APART line widths of it; a thicker one is a stroke of its own
+# and only its shadow within one line width (matplotlib's grayscale style draws a 0.4 grey
+# series beside a black one)
+THIN_SHADOW = 0.5
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
 GRID_SPAN = 0.35  # of the box's width (height): a row (column) this much in a grid line's colour
 GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that hold that line
@@ -512,8 +517,9 @@ def _ruled(colour: np.ndarray, centres: np.ndarray) -> bool:
 def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]:
     """The traces but those that are another's shadow: a paler colour that is a blend of a
     stronger trace's with the background (its anti-aliased edges) or of two stronger traces'
-    (where they overlap), whose path runs along such traces (within APART line widths or
-    APART_PX of one) in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
+    (where they overlap), whose path runs along such traces (_along: within APART line widths
+    of one where it is thin, one line width where it is as thick as a line; APART_PX at least)
+    in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
     line where a noisy or thin line has more edge pixels than core, or two lines share a
     stretch; a series of its own runs apart from any line whose blend it looks like."""
     strength = [float(distance(np.array(t.colour), background)) for t in traces]
@@ -542,14 +548,16 @@ def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
 
 def _along(trace: Trace, lines: list[Trace]) -> bool:
     """Whether `trace`'s path runs along `lines` (one or another in each column) in
-    SHADOW_SHARE of its columns."""
+    SHADOW_SHARE of its columns: within APART of a line's widths where the trace is thin beside
+    it (THIN_SHADOW), else within one."""
     near = np.zeros(len(trace.columns), dtype=bool)
     for line in lines:
         inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
         at = trace.columns[inside]
         # the rows the line's stroke spans in a column: a steep stretch spans many
         spans = np.stack([np.interp(at + step, line.columns, line.rows) for step in (-1, 0, 1)])
-        reach = max(APART * line.linewidth_px, APART_PX)
+        widths = APART if trace.linewidth_px <= THIN_SHADOW * line.linewidth_px else 1.0
+        reach = max(widths * line.linewidth_px, APART_PX)
         rows = trace.rows[inside]
         near[inside] |= (rows >= spans.min(axis=0) - reach) & (rows <= spans.max(axis=0) + reach)
     return bool(near.sum() >= SHADOW_SHARE * len(trace.columns))
