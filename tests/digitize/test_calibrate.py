@@ -454,6 +454,22 @@ def test_two_powers_written_out_make_a_log_axis():
     assert axis.value(70.0) == pytest.approx(10**2.5)
 
 
+def test_two_powers_in_scientific_notation_make_a_log_axis_not_a_linear_one():
+    """plotnine's 1e6 ... 1e2 (y, 36.5 px apart, light theme, 5 px type) as a focus chart's
+    (seed 105, chart 80) were read by the label reader: 1e0, 1e5, 1e0, 1e0, 1e2 from the top,
+    Tesseract reading none. The pair 1e0, 1e5 made a linear axis as surely as 1e5, 1e2 made a
+    log one (two ticks each, linear when in doubt); a linear axis in scientific notation writes
+    one label with a mantissa of 1, so the powers of ten make the log axis."""
+    read = [(5.5, [""], ["1e0"], []), (42.0, [""], ["1e5"], []), (78.5, [""], ["1e0"], [])]
+    read += [(115.0, [""], ["1e0"], []), (151.5, [""], ["1e2"], [])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "log"
+    assert axis.value(5.5) == pytest.approx(1e6, rel=0.02)
+    scientific = [(5.5, ["3e+05"], [""], []), (42.0, ["2e+05"], [""], [])]
+    scientific += [(78.5, ["1e+05"], [""], []), (115.0, ["0e+00"], [""], [])]
+    assert fit_axis("y", _read_y(scientific)).scale == "linear"
+
+
 def test_decimal_points_only_the_label_reader_read_make_the_axis():
     """plotnine's 0.5, 1.0, 1.5 (y, 45.5 px apart) as a chart's were read: Tesseract dropped
     every point (05, 10, 15), the label reader kept them. Both fits keep the three words, and

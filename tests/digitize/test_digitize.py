@@ -682,6 +682,36 @@ def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
     assert series.x.max() == pytest.approx(700.0, abs=5.0)
 
 
+@needs_tesseract
+def test_an_inputs_axis_whose_points_the_restoration_lost_maps_its_series():
+    """A restoration can lose every y label's decimal point (0.2 ... 1.0 redrawn as 2 ... 10)
+    and read surer than its blurred input, one of whose labels is lost: the input's y axis, a
+    power of ten off with more digits and points a label, maps the restoration's series all the
+    same. An input that lost the points, however sure, gives no restoration that shows them its
+    y axis."""
+    x = np.linspace(400.0, 700.0, 200)
+    y = 0.6 + 0.35 * np.sin(x / 40.0)
+
+    def chart(label):
+        def draw(ax):
+            ax.plot(x, y, color="tab:blue")
+            ax.set_yticks([0.2, 0.4, 0.6, 0.8, 1.0])
+            ax.set_ylim(0.1, 1.05)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
+
+        return _figure(draw, size=(4.0, 3.0))
+
+    pointed = chart(lambda v, _: "x!" if round(v, 1) == 0.4 else f"{v:.1f}")
+    pointless = chart(lambda v, _: f"{v * 10:.0f}")
+    assert digitize(pointless).confidence > digitize(pointed).confidence
+    restored, kept = digitize_many([pointless, pointed], [pointed, pointless])
+    assert restored.axes_from == "input"
+    for result in (restored, kept):
+        (series,) = result.series
+        assert np.median(np.abs(series.y - np.interp(series.x, x, y))) < 0.01
+        assert series.x.min() == pytest.approx(400.0, abs=5.0)
+
+
 def test_an_offset_text_is_one_word_above_the_lines_that_go_on_past_the_box():
     """matplotlib's offset text (1e7) above the box's left edge: a serif 1 spaced off its e
     (wider than a label's digits are apart) is one word with it, a title centred over the box

@@ -59,6 +59,8 @@ READ_POWER = re.compile(r"10(-?\d)")
 # ggplot's 1e3 with its 1, a glyph a pixel or two wide in a small font, not read: e3, e+4
 UNIT_LOST = re.compile(r"e([-+]?\d{1,3})")
 EXPONENT = re.compile(r"-?\d{1,3}")  # an exponent read alone
+# ggplot's and plotnine's log labels, 1e+03: a power of ten in scientific notation
+ONE_E = re.compile(r"1(\.0*)?e[-+]?\d{1,3}", re.IGNORECASE)
 # what Tesseract reads of 10^n when it misses the exponent: no value where a power is drawn
 BASES = ("1", "10")
 # matplotlib's offset text: 1e6, 1e-5; its 1, a glyph two pixels wide in a small font, is
@@ -106,6 +108,7 @@ class Axis:
     rejected: list[Tick] = field(default_factory=list)
     residual: float = 0.0
     confidence: float = 0.0
+    multiplier: float = 1.0  # its labels' values were scaled by (an offset text's: 1e6)
 
     def times(self, multiplier: float) -> Axis:
         """This axis with its labels' values times `multiplier` (a linear axis whose labels are
@@ -114,7 +117,13 @@ class Axis:
             return self
         scaled = [replace(t, value=t.value * multiplier) for t in self.used]
         rejected = [replace(t, value=t.value * multiplier) for t in self.rejected]
-        return replace(self, slope=self.slope / multiplier, used=scaled, rejected=rejected)
+        return replace(
+            self,
+            slope=self.slope / multiplier,
+            used=scaled,
+            rejected=rejected,
+            multiplier=self.multiplier * multiplier,
+        )
 
     def value(self, pixel: np.ndarray | float) -> np.ndarray:
         """Data values at pixel positions along the axis (continuous pixels)."""
@@ -730,7 +739,8 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
         if fit is not None and _decades(fit[1], _spacing(points[positive])):
             # inliers over all ticks: the non-positive ones are off a log axis
             fits["log"] = _over(fit, positive)
-    scale = _better(fits, power)
+    written = power | np.array([bool(ONE_E.fullmatch(normalise(t.text))) for t in good], bool)
+    scale = _better(fits, written)
     if scale is None:
         return None
     offset, slope, residual, inliers = fits[scale]
@@ -819,13 +829,15 @@ def _one_digit_off(label: str, text: str) -> bool:
     return len(differ) == 1 and differ[0][0].isdigit() and differ[0][1].isdigit()
 
 
-def _better(fits: dict, power: np.ndarray) -> str | None:
+def _better(fits: dict, written: np.ndarray) -> str | None:
     """The scale whose fit keeps more ticks, or as many (LOG_TICKS or more) with a clearly
     smaller residual; linear when in doubt. One exception: where every tick the log fit keeps
-    is a power read as 10 then its exponent (Tick.power), the linear fit of those words reads
-    labels such as 101, 102, 103 (steps of one in the last digit of a three-character label
-    starting 10), which a linear axis rarely draws and matplotlib's 10^1, 10^2, 10^3 read on
-    one line always look like: as many ticks kept (three or more), log wins."""
+    is a power of ten as written (`written`: 10 then its exponent, Tick.power, or 1e+03), log
+    wins as many ticks kept. The linear fit of those words reads labels such as 101, 102, 103
+    (steps of one in the last digit of a three-character label starting 10), which a linear
+    axis rarely draws and matplotlib's 10^1, 10^2, 10^3 read on one line always look like; or
+    two labels 1eA and 1eB, of which a linear axis in scientific notation (0e+00, 1e+05,
+    2e+05) writes one, and a log axis's labels whose exponents a 5 px font hides but two."""
     linear, log = fits.get("linear"), fits.get("log")
     if log is None:
         return None if linear is None else "linear"
@@ -834,7 +846,7 @@ def _better(fits: dict, power: np.ndarray) -> str | None:
     kept_linear, kept_log = linear[3].sum(), log[3].sum()
     if kept_log != kept_linear:
         return "log" if kept_log > kept_linear else "linear"
-    if power[log[3]].all():
+    if written[log[3]].all():
         return "log"
     # as many kept: a few ticks fit either closely, so log must fit many much better
     many = kept_log >= LOG_TICKS

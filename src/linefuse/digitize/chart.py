@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, find_frame
-from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
+from linefuse.digitize.calibrate import DECIMAL, Axis, fit_axis, read_ticks
 from linefuse.digitize.legend import Entry
 from linefuse.digitize.ocr import Label, missing, read_labels
 from linefuse.digitize.series import Trace, trace_series
@@ -26,6 +27,7 @@ LEGEND_CONFIG = "--psm 6"
 # two readings of an axis closer than this share of its span read the same axis (score's
 # CALIBRATED): the restoration's own, from sharper labels, is kept
 SAME_AXIS = 0.01
+LOST_POWERS = (1, 2, 3)  # powers of ten by which a lost decimal point scales labels: 0.6 as 6
 INTEGER = re.compile(r"\d+")  # a name that reads as a series' index would name two series
 
 
@@ -161,7 +163,9 @@ def digitize_many(
     read is replaced by its input's reading (read_from "input"): restoring never leaves
     unreadable a chart its input was not. A restoration can redraw every label wrong and alike
     (400 ... 700 as 40 ... 70), which fits as surely as the truth; where the input's axes are
-    surer, they map the restoration's series (axes_from "input")."""
+    surer, they map the restoration's series (axes_from "input": either axis the input's). Of
+    two readings of an axis a power of ten apart, the one that shows the decimal points the
+    other lost (_points_lost: 0.6 drawn as 6) is kept, however sure the other."""
     inputs = inputs or [None] * len(images)
     results = _read(images, inputs)
     # an input among the images (evaluate reads both) was read alone there already
@@ -179,9 +183,21 @@ def digitize_many(
             continue
         if isinstance(chart, Unreadable):
             results[index] = replace(own, read_from="input", axes_from="input")
-        elif own.confidence > chart.confidence and _same_size(images[index], given):
-            if _differ(chart.x_axis, own.x_axis) or _differ(chart.y_axis, own.y_axis):
-                results[index] = _with_axes(chart, own.x_axis, own.y_axis)
+        elif _same_size(images[index], given):
+            x_axis, y_axis = chart.x_axis, chart.y_axis
+            if own.confidence > chart.confidence and (
+                _differ(x_axis, own.x_axis) or _differ(y_axis, own.y_axis)
+            ):
+                x_axis, y_axis = own.x_axis, own.y_axis
+            # of two readings a power of ten apart, the one that shows the points the other lost
+            x_axis = next(
+                (a for a in (chart.x_axis, own.x_axis) if _points_lost(x_axis, a)), x_axis
+            )
+            y_axis = next(
+                (a for a in (chart.y_axis, own.y_axis) if _points_lost(y_axis, a)), y_axis
+            )
+            if x_axis is not chart.x_axis or y_axis is not chart.y_axis:
+                results[index] = _with_axes(chart, x_axis, y_axis)
     return results
 
 
@@ -196,6 +212,27 @@ def _differ(axis: Axis, other: Axis) -> bool:
         values, others = np.log10(values), np.log10(others)
     span = np.ptp(values)
     return bool(np.max(np.abs(values - others)) > SAME_AXIS * span)
+
+
+def _points_lost(axis: Axis, other: Axis) -> bool:
+    """Whether `axis` reads `other`'s labels a power of ten apart (LOST_POWERS), in the same
+    multiplier, with fewer of them pointed: a restoration that drew 0.6 as 6, or an input whose
+    points the blur took. A point is a speck that blur and restoring lose and neither adds, so
+    the reading that shows more is the one to keep, however sure the other's fit. (Digits are
+    no such evidence: motion blur's ghost of 400 reads as 4000.)"""
+    if {axis.scale, other.scale} != {"linear"} or axis.multiplier != other.multiplier:
+        return False
+    scaled = any(
+        not _differ(axis.times(10.0**power), other)
+        for magnitude in LOST_POWERS
+        for power in (magnitude, -magnitude)
+    )
+    return scaled and _pointed(other) > _pointed(axis)
+
+
+def _pointed(axis: Axis) -> float:
+    """The share of its fit's labels read with a decimal point."""
+    return float(np.mean([bool(DECIMAL.search(normalise(t.text))) for t in axis.used]))
 
 
 def _same_size(image: np.ndarray, other: np.ndarray) -> bool:

@@ -81,6 +81,10 @@ STRAIGHT = 0.75
 STILL_PX = 0.05
 RULED_JUMP = 6
 MAX_RULED = 8  # ruled lines of one colour followed and erased before its series are given up
+# a grey or black path across at most NOTE_SPAN of the box's width whose rows keep within
+# NOTE_ROWS text heights is a line of text (an annotation and its arrow, a legend's names)
+NOTE_SPAN = 0.6
+NOTE_ROWS = 3.0
 
 
 @dataclass(frozen=True)
@@ -464,6 +468,8 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
         for path, centres, marked in _paths(box, background, rows, cols, colour, width, hidden):
             if not _own(box, colour, width, path, centres - rows[0]):
                 continue
+            if _text_line(colour, path, centres, size, len(cols)):
+                continue
             fill = _fill(path, hidden)
             traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
     return _names(_without_shadows(traces, background)[:MAX_SERIES], entries), filled, entries
@@ -500,6 +506,20 @@ def _own(
     rows = np.arange(len(box))[:, None]
     near = np.abs(rows + 0.5 - centres[None, :]) <= reach
     return bool((own & near).any(axis=0).mean() >= OWN_SHARE)
+
+
+def _text_line(
+    colour: np.ndarray, path: np.ndarray, centres: np.ndarray, size: float, width: int
+) -> bool:
+    """Whether a path is a line of text followed as a series (NOTE_SPAN, NOTE_ROWS): a note
+    written beside a peak, with its arrow, or a legend's names where no legend was found. Text
+    is grey or black (GREY_SPREAD); a grey series this short and this flat is a rarer thing
+    than a note (docs/experiments.md)."""
+    return (
+        float(np.ptp(colour)) <= GREY_SPREAD
+        and path[-1] - path[0] <= NOTE_SPAN * width
+        and float(np.ptp(centres)) <= NOTE_ROWS * size
+    )
 
 
 def _ruled(colour: np.ndarray, centres: np.ndarray) -> bool:
