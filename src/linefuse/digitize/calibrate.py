@@ -836,8 +836,9 @@ def _better(fits: dict, written: np.ndarray) -> str | None:
     wins as many ticks kept. The linear fit of those words reads labels such as 101, 102, 103
     (steps of one in the last digit of a three-character label starting 10), which a linear
     axis rarely draws and matplotlib's 10^1, 10^2, 10^3 read on one line always look like; or
-    two labels 1eA and 1eB, of which a linear axis in scientific notation (0e+00, 1e+05,
-    2e+05) writes one, and a log axis's labels whose exponents a 5 px font hides but two."""
+    labels 1eA and 1eB, of which a linear axis in scientific notation (0e+00, 1e+05, 2e+05)
+    writes one, and which a log axis's 1e2 ... 1e6 in a 5 px font show where two of its
+    exponents are read right."""
     linear, log = fits.get("linear"), fits.get("log")
     if log is None:
         return None if linear is None else "linear"
