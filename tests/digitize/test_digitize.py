@@ -686,7 +686,7 @@ def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
 def test_an_inputs_axis_whose_points_the_restoration_lost_maps_its_series():
     """A restoration can lose every y label's decimal point (0.2 ... 1.0 redrawn as 2 ... 10)
     and read surer than its blurred input, one of whose labels is lost: the input's y axis, a
-    power of ten off with more digits and points a label, maps the restoration's series all the
+    power of ten off with more of its labels pointed, maps the restoration's series all the
     same. An input that lost the points, however sure, gives no restoration that shows them its
     y axis."""
     x = np.linspace(400.0, 700.0, 200)
