@@ -35,23 +35,32 @@ def _curves(count: int) -> list[np.ndarray]:
     ]
 
 
+def _drawn(draw, size=(4.0, 3.0)) -> np.ndarray:
+    """A figure of `size` inches at 100 dpi in DejaVu Sans, drawn by `draw(ax)`, as RGB pixels."""
+    with plt.rc_context({"font.family": "DejaVu Sans"}):
+        figure, ax = plt.subplots(figsize=size, dpi=100)
+        draw(ax)
+        figure.tight_layout()
+        figure.canvas.draw()
+        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+        plt.close(figure)
+    return pixels
+
+
 def _chart(styles: list[dict], names: list[str] | None) -> tuple[np.ndarray, list[np.ndarray]]:
     """A 4 x 3 in chart at 100 dpi in DejaVu Sans, every series black, each drawn with its style
     (plot keywords), with a legend of `names` in its upper right corner when given."""
     curves = _curves(len(styles))
-    with plt.rc_context({"font.family": "DejaVu Sans"}):
-        figure, ax = plt.subplots(figsize=(4.0, 3.0), dpi=100)
+
+    def draw(ax):
         for k, (style, y) in enumerate(zip(styles, curves, strict=True)):
             ax.plot(X, y, color="black", label=names[k] if names else None, **style)
         ax.set_xlim(400, 700)
         ax.set_ylim(0, Y_RANGE)
         if names:
             ax.legend(loc="upper right")
-        figure.tight_layout()
-        figure.canvas.draw()
-        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-        plt.close(figure)
-    return pixels, curves
+
+    return _drawn(draw), curves
 
 
 def _errors(result, curves: list[np.ndarray]) -> list[float]:
@@ -141,18 +150,15 @@ def test_grid_lines_and_a_legend_frame_in_grey_and_black_are_no_series():
     over, not read as series; the spectrum alone is read (without the rule: two series)."""
     rng = np.random.default_rng(0)
     y = 20 + 50 * np.exp(-(((X - 520) / 30) ** 2)) + rng.normal(0, 1.0, X.size)
-    with plt.rc_context({"font.family": "DejaVu Sans"}):
-        figure, ax = plt.subplots(figsize=(4.0, 3.0), dpi=100)
+
+    def draw(ax):
         ax.plot(X, y, color="black", label="sample")
         ax.set_xlim(400, 700)
         ax.set_ylim(0, 100)
         ax.grid(True, color="black", linewidth=1.0)
         ax.legend(loc="upper right", edgecolor="0.8")
-        figure.tight_layout()
-        figure.canvas.draw()
-        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-        plt.close(figure)
-    (series,) = digitize(pixels).series
+
+    (series,) = digitize(_drawn(draw)).series
     assert np.ptp(series.x) > 250
     assert float(np.median(np.abs(series.y - np.interp(series.x, X, y)))) < 1.0  # of 100
 
@@ -178,8 +184,8 @@ def test_a_note_and_its_arrow_beside_a_peak_are_no_series():
     glyphs and arrow, one grey path across a few columns and a line of text's height, were
     followed as a second series; they are text, and the spectrum alone is read."""
     y = 20 + 100 * np.exp(-(((X - 520) / 12) ** 2)) + 60 * np.exp(-(((X - 640) / 25) ** 2))
-    with plt.rc_context({"font.family": "DejaVu Sans"}):
-        figure, ax = plt.subplots(figsize=(3.2, 2.4), dpi=100)
+
+    def draw(ax):
         ax.plot(X, y, color="tab:red", lw=1.5)
         ax.annotate(
             "520 nm",
@@ -191,11 +197,8 @@ def test_a_note_and_its_arrow_beside_a_peak_are_no_series():
         )
         ax.set_xlim(400, 700)
         ax.set_ylim(0, Y_RANGE)
-        figure.tight_layout()
-        figure.canvas.draw()
-        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-        plt.close(figure)
-    (series,) = digitize(pixels).series
+
+    (series,) = digitize(_drawn(draw, size=(3.2, 2.4))).series
     assert 100 * float(np.median(np.abs(series.y - np.interp(series.x, X, y)))) / Y_RANGE < 1.0
 
 

@@ -92,6 +92,11 @@ class Tick:
     # n (a superscript exponent read on the line: _power_readings): a candidate of log fits only
     power: bool = False
 
+    @property
+    def pointed(self) -> bool:
+        """Whether it was read with a decimal point as labels show one, before a digit."""
+        return bool(DECIMAL.search(normalise(self.text)))
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -703,7 +708,7 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     preferred = np.array(
         [
             (
-                bool(DECIMAL.search(normalise(t.text))) and parse(t.text) == t.value,
+                t.pointed and parse(t.text) == t.value,
                 sum(u.word == t.word and u.value == t.value for u in ticks),
             )
             for t in good

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, find_frame
-from linefuse.digitize.calibrate import DECIMAL, Axis, fit_axis, read_ticks
+from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
 from linefuse.digitize.legend import Entry
 from linefuse.digitize.ocr import Label, missing, read_labels
 from linefuse.digitize.series import Trace, trace_series
@@ -232,7 +231,7 @@ def _points_lost(axis: Axis, other: Axis) -> bool:
 
 def _pointed(axis: Axis) -> float:
     """The share of its fit's labels read with a decimal point."""
-    return float(np.mean([bool(DECIMAL.search(normalise(t.text))) for t in axis.used]))
+    return float(np.mean([t.pointed for t in axis.used]))
 
 
 def _same_size(image: np.ndarray, other: np.ndarray) -> bool:
