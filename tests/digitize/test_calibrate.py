@@ -445,6 +445,35 @@ def test_a_log_axis_steps_a_decade_a_tick_unless_every_word_reads_wider():
     assert axis.value(100.7) == pytest.approx(1000.0, rel=0.02)
 
 
+def test_the_label_readers_exponents_outweigh_tesseracts():
+    """matplotlib's 10^5 ... 10^2 (y, 57.5 px apart, 3 px exponents) as a focus chart's (seed
+    101, every y log, chart 62) were read: Tesseract the exponents alone 5, 6, 7 or 2, 3, and
+    10^7 on the line too; the label reader 10^5, 10^4, 10^4, 10^5. Tesseract's 10^6 and 10^7
+    (read twice) with the reader's last 10^5 made three ticks a decade apart, the wrong way
+    round; the reader's 10^5 and 10^4, Tesseract agreeing on the first, are the axis:
+    Tesseract's reading of a power counts half the reader's, once however many agree."""
+    read = [(21.0, [""], ["10^5"], ["5"]), (136.0, [""], ["10^4"], ["6"])]
+    read += [(78.5, ["10^7"], ["10^4"], ["7", "2"]), (193.0, [""], ["10^5"], ["3"])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "log"
+    assert sorted(t.value for t in axis.used) == [10**4, 10**5]
+    assert axis.value(136.0) == pytest.approx(1000.0, rel=0.02)
+
+
+def test_one_power_tesseract_misread_leaves_a_linear_axis_linear():
+    """A dev2 chart's restoration (chart 102, motion blur, medium), y labels 0 ... 2000 as read:
+    Tesseract read one word 107, a power 10^7 to it, which with its 740 and 8 made a log line of
+    three ticks. The readers' weights are for axes the label reader reads as powers; here it
+    read none, and the linear axis through 0, 740, 1000 and 1500 stands."""
+    read = [(41.75, ["1", "107"], ["120", "2000"], []), (57.25, ["e/"], ["1000"], [])]
+    read += [(26.23, ["18", "1499"], ["1500", "2000"], []), (73.15, ["740"], ["750", "200"], [])]
+    read += [(89.14, ["8"], ["600", "800"], []), (105.1, ["/"], ["260", "200"], [])]
+    read += [(121.0, ["0", "9"], ["0"], [])]
+    axis = fit_axis("y", _read_y(read))
+    assert axis.scale == "linear"
+    assert axis.value(57.25) == pytest.approx(1000.0, rel=0.02)
+
+
 def test_two_powers_written_out_make_a_log_axis():
     """Two ticks fit any line, so a log axis needs a third word to tell it, unless the labels
     are powers of ten: 10^2 and 10^3 alone (the other words unread) are a decade apart on a

@@ -42,6 +42,7 @@ CLEARLY_MORE = 2  # ... this many more ticks to win, or as many with a residual 
 TIGHTER = 0.5  # of Tesseract's fit's (which is over TIGHTER px)
 MAX_DECIMALS = 4  # of a tick label
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
+POWER_GUESS = 0.5  # what Tesseract's reading of a power counts beside the label reader's (_support)
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
 # an axis's whole readings get a dropped decimal point put back (_points_dropped) only where
 # this many words are read with one: a point in one word alone is a speck a restoration drew
@@ -413,6 +414,25 @@ def _exponent_readings(texts: list[str], where: Tick) -> list[Tick]:
     ]
 
 
+def _read_as_powers(ticks: list[Tick]) -> bool:
+    """Whether the label reader read MIN_TICKS words or more as powers of ten (10^n): a log axis
+    so labelled, whose exponents it reads better than Tesseract (_support). Tesseract alone
+    reads 107 as 10^7 where a blurred 750 is drawn."""
+    return len({t.word for t in ticks if t.power and t.by_label_reader}) >= MIN_TICKS
+
+
+def _support(tick: Tick, ticks: list[Tick]) -> float:
+    """How many readers read the tick's value in its word: each label reader's reading counts
+    1, and Tesseract's once however many of its readings agree; POWER_GUESS where both read a
+    power there (the reader reads a 3 px exponent right far more often than Tesseract, which
+    reads most as 7, on the line and alone)."""
+    word = [u for u in ticks if u.word == tick.word]
+    guessed = any(u.power and u.by_label_reader for u in word)
+    same = [u for u in word if u.value == tick.value]
+    tesseract = [POWER_GUESS if guessed and u.power else 1.0 for u in same if not u.by_label_reader]
+    return sum(u.by_label_reader for u in same) + max(tesseract, default=0.0)
+
+
 def _line_fit(points: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
     """Least squares pixel = offset + slope * value: (offset, slope, RMS residual in px)."""
     slope, offset = np.polyfit(values, points, 1)
@@ -455,7 +475,9 @@ def _robust_fit(
         # drawn). A log axis labels each decade unless it spans many: after the round step, a
         # log pair whose line keeps every word wins, then one a decade a tick apart (3 px
         # exponents are guessed, and misread ones can step evenly by chance: 10^5, 10^3, 10^1
-        # read where 10^3, 10^2, 10^1 are drawn)
+        # read where 10^3, 10^2, 10^1 are drawn); then, where labels were read as powers, the
+        # line whose ticks more readers read (_support: the label reader's guesses are right
+        # far more often than Tesseract's)
         nice = _nice_step(slope, read.spacing)
         every_word = bool(inliers.sum() == len(read.texts) > MIN_TICKS)
         key = (
@@ -463,10 +485,11 @@ def _robust_fit(
             nice,
             read.log and every_word,
             read.log and _one_decade(slope, read.spacing),
+            read.powers and preferred[inliers, 2].sum(),
             _agreement(read, points[[i, j]], values[[i, j]]),
             inliers.sum(),
             nice,
-            tuple(preferred[inliers].sum(axis=0)),
+            tuple(preferred[inliers, :2].sum(axis=0)),
             -_digits(values[inliers]),
             -off[inliers].sum(),
         )
@@ -492,13 +515,15 @@ def _robust_fit(
 class Readings:
     """What was read in each word of an axis: its position and its distinct texts (_clean); the
     decimals its labels share (those most read after a point: 0.0, 0.5 drawn, 0.0 and 5 read);
-    `log` when the values fitted are log10 of the labels'."""
+    `log` when the values fitted are log10 of the labels', `powers` when the label reader read
+    them as powers of ten (_read_as_powers)."""
 
     positions: np.ndarray
     texts: tuple[tuple[str, ...], ...]
     spacing: float  # px between neighbouring words (_spacing)
     decimals: int = 0
     log: bool = False
+    powers: bool = False
 
     @classmethod
     def of(cls, ticks: list[Tick]) -> Readings:
@@ -703,17 +728,19 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     values = np.array([t.value for t in good])
     words = np.array([t.word for t in good])
     # each tick's claims beyond the fit: read with its decimal point before a digit, as read
-    # (not put back; a trailing point, 100., is a speck or a tick mark), and by how many
-    # readers (Tesseract, the label reader: a value both read is likelier than one either read)
+    # (not put back; a trailing point, 100., is a speck or a tick mark), by how many readings
+    # (Tesseract, the label reader: a value both read is likelier than one either read), and
+    # by how many readers as their powers are weighed (_support)
     preferred = np.array(
         [
             (
                 t.pointed and parse(t.text) == t.value,
                 sum(u.word == t.word and u.value == t.value for u in ticks),
+                _support(t, ticks),
             )
             for t in good
         ]
-    ).reshape(-1, 2)
+    ).reshape(-1, 3)
     power = np.array([t.power for t in good])
     tolerance = max(OUTLIER_PX, OUTLIER_SHARE * float(np.ptp(points)))
     direction = 1.0 if name == "x" else -1.0
@@ -737,7 +764,7 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
             preferred[positive],
             tolerance,
             direction,
-            replace(Readings.of(candidates), log=True),
+            replace(Readings.of(candidates), log=True, powers=_read_as_powers(good)),
         )
         # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
         # (10000, 20000, 40000: a misread linear axis) are no log axis
