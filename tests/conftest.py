@@ -127,6 +127,25 @@ def matplotlib_charts(charts):
     return charts.model_copy(update={"libraries": {"matplotlib": 1.0}, "held_out_fraction": 0.15})
 
 
+def figure_pixels(draw, size=(3.2, 2.4), dpi=100, font: str | None = None):
+    """A matplotlib figure of `size` inches at `dpi`, drawn by `draw(ax)` (in `font` where
+    given), as RGB pixels (numpy uint8)."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")  # no display
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"font.family": font} if font else {}):
+        figure, ax = plt.subplots(figsize=size, dpi=dpi)
+        draw(ax)
+        figure.tight_layout()
+        figure.canvas.draw()
+        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+        plt.close(figure)
+    return pixels
+
+
 def tiny_params() -> dict:
     """The repo's params.yaml shrunk: 20 charts of 96x64 px, 32 px crops, 16 samples a tar."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

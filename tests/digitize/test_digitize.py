@@ -26,7 +26,7 @@ from linefuse.digitize.score import score
 from linefuse.digitize.sets import dev2_chart_params, dev_chart_params
 from linefuse.params.full import load_params
 
-from conftest import ROOT, needs_tesseract, run_cli
+from conftest import ROOT, figure_pixels, needs_tesseract, run_cli
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -37,17 +37,6 @@ CHARTS = sorted(FIXTURES.glob("chart_*.png"))  # sharp dev charts (test_sets.FIX
 
 def _pixels(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path).convert("RGB"))
-
-
-def _figure(draw, size=(3.2, 2.4), dpi=100) -> np.ndarray:
-    """A matplotlib figure drawn by `draw(ax)`, as RGB pixels."""
-    figure, ax = plt.subplots(figsize=size, dpi=dpi)
-    draw(ax)
-    figure.tight_layout()
-    figure.canvas.draw()
-    pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-    plt.close(figure)
-    return pixels
 
 
 @needs_tesseract
@@ -107,7 +96,7 @@ def test_a_log_axis_is_fitted_as_log():
         ax.set_yticks([10, 100, 1000], ["10", "100", "1000"])
         ax.minorticks_off()
 
-    result = digitize(_figure(draw))
+    result = digitize(figure_pixels(draw))
     assert result.y_axis.scale == "log"
     assert result.x_axis.scale == "linear"
     for tick in result.y_axis.used:
@@ -128,7 +117,7 @@ def test_an_offset_text_tesseract_cannot_read_is_read_by_the_label_reader(monkey
     def draw(ax):
         ax.plot(x, 1e6 * (1 + 4 * np.exp(-(((x - 550) / 40) ** 2))), color="tab:blue")
 
-    pixels = _figure(draw)
+    pixels = figure_pixels(draw)
     frame = find_frame(pixels)
     assert frame.y_offset is not None
     ((_, _, multiplier),) = read_ticks([(pixels, frame)])
@@ -154,7 +143,7 @@ def test_the_shipped_reader_reads_matplotlibs_powers_of_ten():
         ax.set_ylim(10, 1000)
         ax.minorticks_off()
 
-    pixels = _figure(draw)
+    pixels = figure_pixels(draw)
     boxes = np.array([word.box for word in find_frame(pixels).y_words], np.float32)
     assert sorted(read_labels(pixels, boxes)) == ["10^1", "10^2", "10^3"]
 
@@ -356,7 +345,7 @@ def test_a_restoration_is_read_with_the_labels_of_the_input_it_came_from():
         x = np.linspace(0, 50, 60)
         ax.plot(x, 300 + 4 * x)
 
-    original = _figure(draw)
+    original = figure_pixels(draw)
     smeared = original.copy()
     for word in find_frame(original).x_words + find_frame(original).y_words:
         left, top, right, bottom = (round(v) for v in word.box)
@@ -383,7 +372,7 @@ def test_crowded_x_labels_are_split_at_their_tick_marks():
         ax.minorticks_on()
         ax.tick_params(labelsize=5.5)
 
-    pixels = _figure(draw, size=(2.1, 1.6), dpi=100)
+    pixels = figure_pixels(draw, size=(2.1, 1.6), dpi=100)
     frame = find_frame(pixels)
     assert len(frame.x_words) == 10
     result = digitize(pixels)
@@ -406,7 +395,7 @@ def test_labels_drawn_over_each_other_are_cut_between_their_tick_marks():
         ax.set_xticks(np.arange(400, 851, 50))
         ax.tick_params(direction="inout", length=3, labelsize=8)
 
-    pixels = _figure(draw, size=(2.4, 2.0), dpi=100)
+    pixels = figure_pixels(draw, size=(2.4, 2.0), dpi=100)
     assert len(find_frame(pixels).x_words) == 10
     result = digitize(pixels)
     assert result.x_axis.value(result.x_axis.pixel(400.0)) == pytest.approx(400.0)
@@ -437,7 +426,7 @@ def test_unreadable_inputs_say_why(name, pixels, reason):
 
 @needs_tesseract
 def test_a_bar_chart_is_unreadable():
-    pixels = _figure(lambda ax: ax.bar([1, 2, 3, 4], [3, 5, 2, 4]))
+    pixels = figure_pixels(lambda ax: ax.bar([1, 2, 3, 4], [3, 5, 2, 4]))
     with pytest.raises(Unreadable, match="bars"):
         digitize(pixels)
 
@@ -483,7 +472,7 @@ def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
         for spine in ax.spines.values():
             spine.set_visible(False)
 
-    result = digitize(_figure(draw))
+    result = digitize(figure_pixels(draw))
     assert not len(result.x_axis.rejected) and len(result.x_axis.used) >= 3
     (series,) = result.series
     inside = (series.x > 420) & (series.x < 680)
@@ -628,7 +617,7 @@ def test_grid_lines_a_legend_frame_and_dark_ticks_are_no_series():
         ax.tick_params(which="both", direction="in", length=5, top=True, right=True)
         ax.legend(loc="upper left", frameon=True, edgecolor="#c5cad0")
 
-    result = digitize(_figure(draw, size=(4.0, 3.0)))
+    result = digitize(figure_pixels(draw, size=(4.0, 3.0)))
     assert len(result.series) == 2, [s.colour for s in result.series]
     for series, truth in zip(
         sorted(result.series, key=lambda s: s.colour[0]), (flat, peaked), strict=True
@@ -666,7 +655,7 @@ def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
             ax.set_xticks([400, 450, 500, 550, 600, 650, 700])
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
 
-        return _figure(draw, size=(4.0, 3.0))
+        return figure_pixels(draw, size=(4.0, 3.0))
 
     drawn = chart(lambda v, _: f"{v:g}")
     redrawn = chart(lambda v, _: "x!" if v == 550 else f"{v / 10:g}")
@@ -699,7 +688,7 @@ def test_an_inputs_axis_whose_points_the_restoration_lost_maps_its_series():
             ax.set_ylim(0.1, 1.05)
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
 
-        return _figure(draw, size=(4.0, 3.0))
+        return figure_pixels(draw, size=(4.0, 3.0))
 
     pointed = chart(lambda v, _: "x!" if round(v, 1) == 0.4 else f"{v:.1f}")
     pointless = chart(lambda v, _: f"{v * 10:.0f}")

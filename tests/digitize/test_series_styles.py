@@ -6,7 +6,6 @@ import csv
 import io
 import json
 
-import matplotlib
 import numpy as np
 import pytest
 
@@ -18,13 +17,12 @@ from linefuse.digitize.score import score
 from linefuse.digitize.sets import dev2_chart_params, dev_chart_params
 from linefuse.params.full import load_params
 
-from conftest import ROOT, needs_tesseract
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from conftest import ROOT, figure_pixels, needs_tesseract
 
 X = np.linspace(400, 700, 300)
 Y_RANGE = 150.0  # the y axis's span, 0 to 150
+SIZE = (4.0, 3.0)  # inches, at 100 dpi: the figures' size but the annotated spectrum's
+FONT = "DejaVu Sans"  # every figure's face, so their labels read alike on any machine
 
 
 def _curves(count: int) -> list[np.ndarray]:
@@ -33,18 +31,6 @@ def _curves(count: int) -> list[np.ndarray]:
     return [
         20 + 30 * k + 50 * np.exp(-(((X - c) / w) ** 2)) for k, (c, w) in enumerate(peaks[:count])
     ]
-
-
-def _drawn(draw, size=(4.0, 3.0)) -> np.ndarray:
-    """A figure of `size` inches at 100 dpi in DejaVu Sans, drawn by `draw(ax)`, as RGB pixels."""
-    with plt.rc_context({"font.family": "DejaVu Sans"}):
-        figure, ax = plt.subplots(figsize=size, dpi=100)
-        draw(ax)
-        figure.tight_layout()
-        figure.canvas.draw()
-        pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-        plt.close(figure)
-    return pixels
 
 
 def _chart(styles: list[dict], names: list[str] | None) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -60,7 +46,7 @@ def _chart(styles: list[dict], names: list[str] | None) -> tuple[np.ndarray, lis
         if names:
             ax.legend(loc="upper right")
 
-    return _drawn(draw), curves
+    return figure_pixels(draw, SIZE, font=FONT), curves
 
 
 def _errors(result, curves: list[np.ndarray]) -> list[float]:
@@ -158,7 +144,7 @@ def test_grid_lines_and_a_legend_frame_in_grey_and_black_are_no_series():
         ax.grid(True, color="black", linewidth=1.0)
         ax.legend(loc="upper right", edgecolor="0.8")
 
-    (series,) = digitize(_drawn(draw)).series
+    (series,) = digitize(figure_pixels(draw, SIZE, font=FONT)).series
     assert np.ptp(series.x) > 250
     assert float(np.median(np.abs(series.y - np.interp(series.x, X, y)))) < 1.0  # of 100
 
@@ -198,7 +184,7 @@ def test_a_note_and_its_arrow_beside_a_peak_are_no_series():
         ax.set_xlim(400, 700)
         ax.set_ylim(0, Y_RANGE)
 
-    (series,) = digitize(_drawn(draw, size=(3.2, 2.4))).series
+    (series,) = digitize(figure_pixels(draw, font=FONT)).series
     assert 100 * float(np.median(np.abs(series.y - np.interp(series.x, X, y)))) / Y_RANGE < 1.0
 
 
