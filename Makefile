@@ -74,9 +74,9 @@ base: bank
 # WINDOW_CARRIED, else the base's committed state (workflow/base_windows/<base.name>). It trains
 # for MINUTES of wall clock counted from this target's start, writes the weights it offers, the
 # state (in files of at most 15 MiB), the compiled kernels and its record to OUT, and copies OUT
-# to WINDOW_CHAIN for the next call; `linefuse base-land OUT` scores them back here. With wheels
-# in .whl/ (make wheels) it runs on the machine's own python3 (a GPU image's, with torch),
-# adding only those; else on the project's venv. TRACE=STEPS profiles that many steps and times
+# to WINDOW_CHAIN for the next call; `linefuse base-land OUT` scores them back here. With the
+# libraries packed in .whl/site.tar.xz (make wheels) it runs on the machine's own python3 (a GPU
+# image's, with torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps and times
 # a twice-as-wide UNet's step, into the record (base/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
@@ -88,9 +88,9 @@ TRACE ?= 0
 WINDOW_SITE ?= /tmp/linefuse-site
 base-window:
 	@started=$$(date +%s.%N); \
-	if ls .whl/*.whl >/dev/null 2>&1; then \
-	  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-	    --target $(WINDOW_SITE) .whl/*.whl || exit 1; \
+	if [ -f .whl/site.tar.xz ]; then \
+	  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
+	    .whl/site.tar.xz $(WINDOW_SITE) || exit 1; \
 	  run="env PYTHONPATH=src:$(WINDOW_SITE) python3"; \
 	else $(MAKE) -s install-bank || exit 1; run=$(BIN)/python; fi; \
 	state="$(STATE)"; \
@@ -103,19 +103,23 @@ base-window:
 
 # `make wheels`: what a GPU image's python3 (3.12, with torch, accelerate, numpy, matplotlib,
 # pandas, scipy, statsmodels, scikit-image ...) lacks for a base window, at requirements.lock's
-# pins, as wheels in .whl/ (git-ignored), carried to the GPU machine with the working tree:
-# every library the base's bank may draw with (base.libraries: Lets-Plot 7.9 MB with pypng and
-# palettable, ReportLab and PDFium 5 MB; plotnine and mizani 1.5 MB) draws there too;
-# vl-convert's 33 MB wheel does not travel: the working tree carries 64 MiB at most.
+# pins, installed for that python into one xz-packed folder, .whl/site.tar.xz (git-ignored),
+# carried to the GPU machine with the working tree: every library the base's bank may draw with
+# (base.libraries: Lets-Plot with pypng and palettable, ReportLab and PDFium; plotnine and
+# mizani) draws there too. Packed whole, the 34 MB of wheels are 21 MB (xz finds what files
+# share; a wheel's zip packs each file alone), room the base's state needs in the 64 MiB a
+# call carries; vl-convert's 33 MB wheel does not travel.
 GPU_PYTHON ?= 3.12
 GPU_WHEELS := diffusers peft pydantic pydantic_core annotated-types typing-inspection \
   typing_extensions lmdb kornia kornia_rs importlib_metadata zipp plotnine mizani \
   lets-plot pypng palettable reportlab charset-normalizer pypdfium2
 wheels:
-	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
-	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-	  --platform manylinux2014_x86_64 -d .whl \
+	rm -rf .whl && $(PYTHON) -m pip install -q --no-deps --no-compile --only-binary=:all: \
+	  --python-version $(GPU_PYTHON) --implementation cp --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --target .whl/site \
 	  $$(for name in $(GPU_WHEELS); do grep -i "^$$name==" requirements.lock; done)
+	$(PYTHON) -c "import sys, tarfile; tarfile.open(sys.argv[1], 'w:xz', preset=9).add(sys.argv[2], '.')" \
+	  .whl/site.tar.xz .whl/site && rm -rf .whl/site
 
 # `make label-reader` and `make digitize-reader`: remake a tick-label reader LineFuse ships
 # (src/linefuse/zoo/<name>: weights, scores.json and a model card) from params.yaml's

@@ -94,7 +94,8 @@ WINDOW_STATE_FILE = "state.safetensors"  # or its shards, state-00001-of-0000N.s
 # the largest file a window writes: a lent machine returns files of 16 MiB at most
 WINDOW_FILE_BYTES = 15 * 2**20
 WINDOW_CANDIDATE_DIR = "candidate"
-WINDOW_COMPILED_FILE = "compiled.safetensors"
+WINDOW_COMPILED_FILE = "compiled.safetensors"  # or its parts, compiled-00001-of-0000N.safetensors
+PACKED = ".xz"  # a base folder's committed state: each file xz-packed, to travel in less
 
 
 def base_windows(name: str) -> Path:
@@ -155,7 +156,22 @@ def train_logs(name: str) -> Path:
 
 
 def window_state_files(folder: Path) -> list[Path]:
-    """A window's stable state in `folder`: state.safetensors, or its shards in order."""
-    stem = Path(WINDOW_STATE_FILE).stem
-    whole = Path(folder) / WINDOW_STATE_FILE
-    return [whole] if whole.is_file() else sorted(Path(folder).glob(f"{stem}-*-of-*.safetensors"))
+    """A window's stable state in `folder`: state.safetensors, or its shards in order, each
+    xz-packed (FILE.xz) where a base's folder keeps it (base/window.py's pack_state)."""
+    return _whole_or_parts(folder, WINDOW_STATE_FILE)
+
+
+def window_kernel_files(folder: Path) -> list[Path]:
+    """A window's compiled kernels in `folder`: compiled.safetensors, or its parts in order."""
+    return _whole_or_parts(folder, WINDOW_COMPILED_FILE)
+
+
+def _whole_or_parts(folder: Path, name: str) -> list[Path]:
+    """`name` in `folder`, or its parts NAME-00001-of-0000N in order; or the same xz-packed."""
+    stem, suffix = Path(name).stem, Path(name).suffix
+    for end in (suffix, suffix + PACKED):
+        whole = Path(folder) / f"{stem}{end}"
+        parts = sorted(Path(folder).glob(f"{stem}-*-of-*{end}"))
+        if whole.is_file() or parts:
+            return [whole] if whole.is_file() else parts
+    return []

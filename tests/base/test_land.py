@@ -9,6 +9,7 @@ so each case is exact and takes no restoring; tests/base/test_window.py lands a 
 from __future__ import annotations
 
 import json
+import lzma
 import shutil
 
 import numpy as np
@@ -147,7 +148,8 @@ def test_a_drawn_unlike_sharp_chart_under_the_floor_does_not_ship(project, monke
     assert (zoo / paths.WEIGHTS_FILE).read_bytes() == (SHIPPED / paths.WEIGHTS_FILE).read_bytes()
     windows = paths.base_windows("chart-base")
     assert not (windows / paths.WINDOW_CANDIDATE_DIR).exists()
-    assert (windows / paths.WINDOW_STATE_FILE).read_bytes() == b"stable state"
+    landed = windows / f"{paths.WINDOW_STATE_FILE}{paths.PACKED}"
+    assert lzma.decompress(landed.read_bytes()) == b"stable state"
     assert "| 22.0 | no |" in (zoo / paths.CARD_FILE).read_text()
 
 

@@ -1,15 +1,30 @@
-"""A window's stable state travels back from a lent machine in files of at most 16 MiB, and a
-base of a new layout starts from a shipped base's weights where their shapes match."""
+"""A window's stable state travels back from a lent machine in files of at most 16 MiB, the
+tree a lent machine is sent (the committed state and kernels in it) leaves room for the
+libraries `make wheels` packs, and a base of a new layout starts from a shipped base's weights
+where their shapes match."""
 
 from __future__ import annotations
+
+import subprocess
 
 import pytest
 import torch
 
 from linefuse import paths
-from linefuse.base.window import WindowState, load_state, make_optimizer, save_state
+from linefuse.base.window import (
+    WindowState,
+    load_state,
+    make_optimizer,
+    pack_state,
+    save_state,
+)
 from linefuse.inference.model import load_base
 from linefuse.train.model import build_unet, init_from
+
+from conftest import ROOT
+
+SENT_BYTES = 64 * 2**20  # the working tree a lent machine is sent, at most
+WHEELS_PACK_BYTES = 22 * 2**20  # make wheels' .whl/site.tar.xz, sent beside it
 
 
 def _trained(model: torch.nn.Module):
@@ -82,3 +97,32 @@ def test_the_same_layout_starts_as_the_shipped_base_itself(spec):
     copied, total = init_from(unet, shipped)
     assert copied == total
     assert all(torch.equal(v, shipped.state_dict()[k]) for k, v in unet.state_dict().items())
+
+
+def test_a_state_packed_for_its_base_folder_is_smaller_and_resumes_the_same(tmp_path, monkeypatch):
+    model = build_unet("tiny", 3)
+    state = WindowState(step=9, pairs=72, next_chart=5, windows=2)
+    monkeypatch.setattr(paths, "WINDOW_FILE_BYTES", 2**21)
+    window, committed = tmp_path / "window", tmp_path / "committed"
+    window.mkdir(), committed.mkdir()
+    written = save_state(window, model, _trained(model), state)
+    (committed / "state.safetensors").write_bytes(b"the state committed before")
+    packed = pack_state(window, committed)
+    assert [p.name for p in packed] == [f"{p.name}.xz" for p in written]
+    assert sum(p.stat().st_size for p in packed) < 0.95 * sum(p.stat().st_size for p in written)
+    (tensors, loaded), (plain, _) = load_state(committed), load_state(window)
+    assert loaded == state and tensors.keys() == plain.keys()
+    assert all(torch.equal(tensors[k], plain[k]) for k in plain)
+    assert pack_state(committed, tmp_path) == [tmp_path / p.name for p in packed]  # kept packed
+
+
+def test_the_committed_tree_leaves_room_for_the_wheels_a_lent_machine_needs():
+    """A window on a fresh lent machine is sent the tracked tree (with each base's committed
+    state and kernels) and .whl: were they over 64 MiB together, the call would be refused."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    files = [ROOT / name.decode() for name in listed if name]
+    tracked = sum(f.stat().st_size for f in files if f.is_file())
+    assert tracked > 5 * 2**20  # the listing worked: the code, docs and shipped weights
+    assert tracked + WHEELS_PACK_BYTES <= SENT_BYTES, f"{tracked / 2**20:.1f} MiB tracked"

@@ -7,12 +7,15 @@ and the next window on that kind hot-loads them (`load_cache_artifacts`) before 
 inductor then finds every graph in its cache instead of generating and tuning it again. Where the
 versions differ, or the kind is new, nothing is loaded and the window compiles as before.
 
-The file is safetensors (one uint8 tensor of torch's own serialised bytes per kind, zlib-packed,
-the versions and the bytes' sha256 in the metadata). Packed, because a lent machine hands back
-files of 16 MiB at most and an H200's kernels for the base are about 42 MB as torch writes them:
-unpacked they never came back, and every fresh machine compiled for a minute again. torch
-unpickles parts of those bytes when it loads them, so only files that LineFuse's own windows
-wrote and the project committed are read, and only when their sha256 matches.
+The files are safetensors (each kind's bytes as torch serialised them, packed, in uint8 tensors
+of at most paths.WINDOW_FILE_BYTES; the versions, the packing and the bytes' sha256 in the
+metadata), in parts where they outgrow one file, as the state is: a lent machine hands back
+files of 16 MiB at most, and an H200's kernels for the deep base are 111 MB as torch writes
+them. A window packs them with zlib, which takes seconds of the GPU's time; `linefuse base-land`
+repacks them here with xz, which packs them smaller, so the kernels the project commits leave
+room for the base's state in the 64 MiB a lent machine is sent. torch unpickles parts of those
+bytes when it loads them, so only files that LineFuse's own windows wrote and the project
+committed are read, and only when their sha256 matches.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import lzma
 import zlib
 from pathlib import Path
 
@@ -27,10 +31,12 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from linefuse import paths
+
 log = logging.getLogger("linefuse")
 
-PACKING = "zlib"
-RETURNED_BYTES = 16 * 2**20  # the largest file a lent machine hands back
+PACKINGS = {"zlib": (zlib.compress, zlib.decompress), "xz": (lzma.compress, lzma.decompress)}
+PART_BYTES = paths.WINDOW_FILE_BYTES - 2**16  # a file's tensors, room left for its header
 
 
 def versions() -> dict[str, str | None]:
@@ -44,25 +50,24 @@ def versions() -> dict[str, str | None]:
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version}
 
 
-def _read(path: Path) -> dict[str, tuple[bytes, dict]]:
-    """{kind: (bytes, their metadata)} of a kernels file; {} where there is none."""
-    if not path.is_file():
-        return {}
-    with safe_open(str(path), "pt") as handle:
-        meta = json.loads(handle.metadata()["kernels"])
-        entries = {}
-        for kind, info in meta.items():
-            data = handle.get_tensor(kind).numpy().tobytes()
-            if info.get("packing") == PACKING:
-                data = zlib.decompress(data)
-            entries[kind] = (data, info)
-        return entries
+def _read(folder: Path | None) -> dict[str, tuple[bytes, dict]]:
+    """{kind: (bytes, their metadata)} of the kernels in `folder`; {} where there are none."""
+    chunks, meta = {}, {}
+    for file in paths.window_kernel_files(folder) if folder else []:
+        with safe_open(str(file), "pt") as handle:
+            meta = json.loads(handle.metadata()["kernels"])
+            chunks |= {key: handle.get_tensor(key).numpy().tobytes() for key in handle.keys()}
+    entries = {}
+    for kind, info in meta.items():
+        packed = b"".join(chunks[f"{kind}.{i}"] for i in range(info["chunks"]))
+        entries[kind] = (PACKINGS[info["packing"]][1](packed), info)
+    return entries
 
 
-def load_kernels(path: Path, kind: str) -> bool:
-    """Hot-loads the kernels saved in `path` for device `kind`, where the versions match and the
-    bytes are the ones saved; returns whether it did (and logs why not)."""
-    entry = _read(path).get(kind)
+def load_kernels(folder: Path | None, kind: str) -> bool:
+    """Hot-loads the kernels saved in `folder` for device `kind`, where the versions match and
+    the bytes are the ones saved; returns whether it did (and logs why not)."""
+    entry = _read(folder).get(kind)
     if entry is None:
         log.info("base-window: no compiled kernels stored for %s; compiling", kind)
         return False
@@ -83,28 +88,57 @@ def load_kernels(path: Path, kind: str) -> bool:
     return True
 
 
-def save_kernels(path: Path, kind: str, previous: Path) -> bool:
-    """Writes `path`: the kernels compiled in this process for `kind` (or, where nothing new was
-    compiled, those loaded from `previous`) beside every other kind's from `previous`. Returns
-    whether `kind` has kernels in it."""
+def save_kernels(folder: Path, kind: str, previous: Path | None) -> bool:
+    """Writes the kernels compiled in this process for `kind` (or, where nothing new was
+    compiled, those loaded from `previous`) beside every other kind's from `previous`, into
+    `folder`, zlib-packed. Returns whether `kind` has kernels in it."""
     entries = _read(previous)
     made = torch.compiler.save_cache_artifacts()
     if made is not None:
         data = made[0]
         entries[kind] = (data, {"versions": versions(), "sha256": hashlib.sha256(data).hexdigest()})
-    if not entries:
-        return False
-    packed = {k: zlib.compress(data) for k, (data, _) in entries.items()}
-    tensors = {k: torch.frombuffer(bytearray(b), dtype=torch.uint8) for k, b in packed.items()}
-    meta = {k: {**info, "packing": PACKING} for k, (_, info) in entries.items()}
-    save_file(tensors, str(path), metadata={"kernels": json.dumps(meta)})
-    size = path.stat().st_size
-    log.info("base-window: wrote %.1f MB of compiled kernels (%s)", size / 1e6, ", ".join(meta))
-    if size > RETURNED_BYTES:
-        log.warning(
-            "base-window: %s is %.1f MB, over the %d MiB a lent machine hands back",
-            path,
-            size / 1e6,
-            RETURNED_BYTES // 2**20,
-        )
+    _write(folder, entries, "zlib")
     return kind in entries
+
+
+def repack_kernels(window: Path, folder: Path) -> list[Path]:
+    """The kernels a window wrote in `window`, repacked with xz into `folder` (replacing those
+    there). Returns the files written."""
+    return _write(folder, _read(window), "xz")
+
+
+def _write(folder: Path, entries: dict[str, tuple[bytes, dict]], packing: str) -> list[Path]:
+    for old in paths.window_kernel_files(folder):  # kernels written here before: replaced whole
+        old.unlink()
+    if not entries:
+        return []
+    chunks, meta = {}, {}
+    for kind, (data, info) in entries.items():
+        packed = PACKINGS[packing][0](data)
+        parts = range(0, len(packed), PART_BYTES)
+        chunks |= {f"{kind}.{i}": packed[at : at + PART_BYTES] for i, at in enumerate(parts)}
+        meta[kind] = {**info, "packing": packing, "chunks": len(parts)}
+    files: list[dict[str, bytes]] = [{}]
+    for key, chunk in chunks.items():  # each file filled up to PART_BYTES, in order
+        if sum(map(len, files[-1].values())) + len(chunk) > PART_BYTES:
+            files.append({})
+        files[-1][key] = chunk
+    stem = Path(paths.WINDOW_COMPILED_FILE).stem
+    names = (
+        [paths.WINDOW_COMPILED_FILE]
+        if len(files) == 1
+        else [f"{stem}-{i:05d}-of-{len(files):05d}.safetensors" for i in range(1, len(files) + 1)]
+    )
+    metadata = {"kernels": json.dumps(meta)}
+    for name, part in zip(names, files, strict=True):
+        tensors = {k: torch.frombuffer(bytearray(b), dtype=torch.uint8) for k, b in part.items()}
+        save_file(tensors, str(folder / name), metadata=metadata)
+    size = sum((folder / name).stat().st_size for name in names)
+    log.info(
+        "base-window: wrote %.1f MB of compiled kernels (%s) in %d file(s), %s-packed",
+        size / 1e6,
+        ", ".join(meta),
+        len(names),
+        packing,
+    )
+    return [folder / name for name in names]

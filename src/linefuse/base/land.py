@@ -35,7 +35,9 @@ from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 
 from linefuse import paths
 from linefuse.base.card import with_ledger, write_window_card
+from linefuse.base.compiled_kernels import repack_kernels
 from linefuse.base.scores import score_base, scoring_charts
+from linefuse.base.window import pack_state
 from linefuse.evaluate.intervals import mean_of_means_interval
 from linefuse.hardware import choose_device
 from linefuse.stage import UserError, atomic_dir, write_json
@@ -239,11 +241,9 @@ def land_window(params: Params, window: Path, workers: int) -> list[Path]:
         }
     )
     windows.mkdir(parents=True, exist_ok=True)
-    for old in paths.window_state_files(windows):  # the state before, replaced whole
-        old.unlink()
-    compiled = window / paths.WINDOW_COMPILED_FILE  # only from a GPU that compiled
-    for file in [*paths.window_state_files(window), *([compiled] if compiled.is_file() else [])]:
-        shutil.copyfile(file, windows / file.name)
+    pack_state(window, windows)  # the state before, replaced whole
+    if paths.window_kernel_files(window):  # only from a GPU that compiled
+        repack_kernels(window, windows)
     folder = paths.zoo_model(params.base.name)
     written = [windows]
     card = folder / paths.CARD_FILE

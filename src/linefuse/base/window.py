@@ -25,6 +25,7 @@ import copy
 import hashlib
 import json
 import logging
+import lzma
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -33,7 +34,8 @@ from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save_file
 from torch.utils.flop_counter import FlopCounterMode
 
 from linefuse import paths
@@ -93,14 +95,28 @@ def load_state(folder: Path | None) -> tuple[dict | None, WindowState]:
     files = paths.window_state_files(folder) if folder else []
     if not files:
         return None, WindowState()
-    from safetensors import safe_open
-
-    with safe_open(str(files[0]), "pt") as handle:
-        meta = json.loads(handle.metadata()["window_state"])
     tensors = {}
     for file in files:
-        tensors.update(load_file(str(file)))
-    return tensors, WindowState(**meta)
+        data = file.read_bytes()
+        data = lzma.decompress(data) if file.name.endswith(paths.PACKED) else data
+        tensors.update(load_tensors(data))
+    # the metadata sits in the header: its length in 8 bytes, then the JSON (the format's spec)
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+    return tensors, WindowState(**json.loads(header["__metadata__"]["window_state"]))
+
+
+def pack_state(window: Path, folder: Path) -> list[Path]:
+    """The stable state a window wrote in `window`, each file xz-packed into `folder` (replacing
+    the one there): the state a base's folder commits is a fifth smaller, room the compiled
+    kernels need in the 64 MiB a lent machine is sent. Returns the files written."""
+    for old in paths.window_state_files(folder):
+        old.unlink()
+    for file in paths.window_state_files(window):
+        data = file.read_bytes()
+        if not file.name.endswith(paths.PACKED):
+            data = lzma.compress(data, preset=9)
+        (folder / f"{file.name.removesuffix(paths.PACKED)}{paths.PACKED}").write_bytes(data)
+    return paths.window_state_files(folder)
 
 
 def save_state(folder: Path, model: torch.nn.Module, optimizer, state: WindowState) -> list[Path]:
@@ -197,7 +213,7 @@ class Trainer:
             )
         self.model = self.accelerator.prepare(self.model)
         self.forward_model = self.model
-        self.kernels = (state_dir or Path()) / paths.WINDOW_COMPILED_FILE
+        self.kernels = state_dir  # the folder whose compiled kernels load before compiling
         self.moments = _moments_from_state(tensors) if tensors else None
         self.optimizer = None  # made by `apply`, with the kernels the setting names
         self.noise = noise_scheduler(params.model)
@@ -518,7 +534,7 @@ def train_window(
         trainer.drawer.close()
     clock = time.perf_counter()
     if trainer.setting.compiled:
-        save_kernels(out / paths.WINDOW_COMPILED_FILE, trainer.device_kind(), trainer.kernels)
+        save_kernels(out, trainer.device_kind(), trainer.kernels)
     with atomic_dir(out / paths.WINDOW_CANDIDATE_DIR) as folder:
         save_base(trainer.model, folder, zero_prompt(params.base.unet))
     phases["finish"] = {"seconds": time.perf_counter() - clock}
