@@ -76,8 +76,8 @@ base: bank
 # state (in files of at most 15 MiB), the compiled kernels and its record to OUT, and copies OUT
 # to WINDOW_CHAIN for the next call; `linefuse base-land OUT` scores them back here. With the
 # libraries packed in .whl/site.tar.xz (make wheels) it runs on the machine's own python3 (a GPU
-# image's, with torch), adding only those; else on the project's venv. TRACE=STEPS profiles that many steps and times
-# a twice-as-wide UNet's step, into the record (base/window_trace.py).
+# image's, with torch), adding only those; else on the project's venv. TRACE=STEPS profiles
+# that many steps and times a twice-as-wide UNet's step, into the record (base/window_trace.py).
 MINUTES ?= 8
 OUT ?= .linefuse/window
 WINDOW_PARAMS ?= params.yaml
