@@ -141,8 +141,12 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows_file = args.out.with_suffix(IMAGES_SUFFIX)
     rows_file.write_bytes(gzip.compress(json.dumps(rows).encode(), mtime=0))
-    result = {"cpu_model": cpu_model(), "charts": source, "summary": summary}
-    result["images"] = rows_file.name
+    result = {
+        "cpu_model": cpu_model(),
+        "charts": source,
+        "summary": summary,
+        "images": rows_file.name,
+    }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 
