@@ -14,6 +14,7 @@ import sys
 import zlib
 
 import pytest
+import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -69,8 +70,6 @@ def test_kernels_saved_by_one_window_are_found_by_the_next(tmp_path):
 
 
 def test_kernels_of_other_versions_or_altered_bytes_are_not_loaded(tmp_path):
-    import torch
-
     from linefuse.base.compiled_kernels import versions
 
     path = tmp_path / "compiled.safetensors"
@@ -92,9 +91,9 @@ def test_kernels_over_a_returned_file_travel_in_parts_and_load_the_same_repacked
     data = random.Random(0).randbytes(5000)  # incompressible: 5 parts of at most 1000 bytes
     info = {"versions": compiled_kernels.versions(), "sha256": hashlib.sha256(data).hexdigest()}
     monkeypatch.setattr(compiled_kernels, "PART_BYTES", 1000)
-    monkeypatch.setattr(torch_compiler(), "save_cache_artifacts", lambda: (data, info))
+    monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (data, info))
     loaded = []
-    monkeypatch.setattr(torch_compiler(), "load_cache_artifacts", loaded.append)
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", loaded.append)
     window, committed = tmp_path / "window", tmp_path / "committed"
     window.mkdir(), committed.mkdir()
     assert save_kernels(window, "GH100", None)
@@ -108,9 +107,3 @@ def test_kernels_over_a_returned_file_travel_in_parts_and_load_the_same_repacked
     assert load_kernels(committed, "GH100") and loaded == [data, data]
     with safe_open(str(repacked[0]), "pt") as handle:
         assert json.loads(handle.metadata()["kernels"])["GH100"]["packing"] == "xz"
-
-
-def torch_compiler():
-    import torch
-
-    return torch.compiler
