@@ -32,6 +32,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from linefuse import paths
+from linefuse.stage import atomic_files
 
 log = logging.getLogger("linefuse")
 
@@ -108,9 +109,12 @@ def repack_kernels(window: Path, folder: Path) -> list[Path]:
 
 
 def _write(folder: Path, entries: dict[str, tuple[bytes, dict]], packing: str) -> list[Path]:
-    for old in paths.window_kernel_files(folder):  # kernels written here before: replaced whole
-        old.unlink()
+    """`entries` packed into `folder`, replacing the kernels there: those stay whole until every
+    new file is written."""
+    before = paths.window_kernel_files(folder)
     if not entries:
+        for old in before:
+            old.unlink()
         return []
     chunks, meta = {}, {}
     for kind, (data, info) in entries.items():
@@ -130,9 +134,14 @@ def _write(folder: Path, entries: dict[str, tuple[bytes, dict]], packing: str) -
         else [f"{stem}-{i:05d}-of-{len(files):05d}.safetensors" for i in range(1, len(files) + 1)]
     )
     metadata = {"kernels": json.dumps(meta)}
-    for name, part in zip(names, files, strict=True):
-        tensors = {k: torch.frombuffer(bytearray(b), dtype=torch.uint8) for k, b in part.items()}
-        save_file(tensors, str(folder / name), metadata=metadata)
+    finals = [folder / name for name in names]
+    with atomic_files(finals) as tmps:
+        for final, part in zip(finals, files, strict=True):
+            arrays = {key: bytearray(chunk) for key, chunk in part.items()}
+            tensors = {key: torch.frombuffer(a, dtype=torch.uint8) for key, a in arrays.items()}
+            save_file(tensors, str(tmps[final]), metadata=metadata)
+    for old in set(before) - set(finals):
+        old.unlink()
     size = sum((folder / name).stat().st_size for name in names)
     log.info(
         "base-window: wrote %.1f MB of compiled kernels (%s) in %d file(s), %s-packed",

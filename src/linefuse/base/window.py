@@ -46,7 +46,7 @@ from linefuse.data.degrade_torch import degrade_batch, draw_plan
 from linefuse.hardware import choose_device, choose_precision, cpu_model
 from linefuse.inference.model import load_base
 from linefuse.paths import unet_folder
-from linefuse.stage import UserError, atomic_dir
+from linefuse.stage import UserError, atomic_dir, atomic_files
 from linefuse.train.diffusion import noise_scheduler
 from linefuse.train.model import build_unet, init_from, save_base, zero_prompt
 from linefuse.train.step import draw_loss, step_draw
@@ -108,14 +108,18 @@ def load_state(folder: Path | None) -> tuple[dict | None, WindowState]:
 def pack_state(window: Path, folder: Path) -> list[Path]:
     """The stable state a window wrote in `window`, each file xz-packed into `folder` (replacing
     the one there): the state a base's folder commits is a fifth smaller, room the compiled
-    kernels need in the 64 MiB a lent machine is sent. Returns the files written."""
-    for old in paths.window_state_files(folder):
+    kernels need in the 64 MiB a lent machine is sent. Returns the files written. The files
+    there before stay whole until every new one is written."""
+    before, files = paths.window_state_files(folder), paths.window_state_files(window)
+    finals = [folder / f"{f.name.removesuffix(paths.PACKED)}{paths.PACKED}" for f in files]
+    with atomic_files(finals) as tmps:
+        for file, final in zip(files, finals, strict=True):
+            data = file.read_bytes()
+            if not file.name.endswith(paths.PACKED):
+                data = lzma.compress(data, preset=9)
+            tmps[final].write_bytes(data)
+    for old in set(before) - set(finals):
         old.unlink()
-    for file in paths.window_state_files(window):
-        data = file.read_bytes()
-        if not file.name.endswith(paths.PACKED):
-            data = lzma.compress(data, preset=9)
-        (folder / f"{file.name.removesuffix(paths.PACKED)}{paths.PACKED}").write_bytes(data)
     return paths.window_state_files(folder)
 
 
