@@ -19,7 +19,9 @@ from linefuse.digitize.label_patches import found_labels, label_patches
 from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
 from linefuse.params import ParamsError
+from linefuse.params.data import SIZE_KNOBS
 from linefuse.params.full import load_params, parse_params
+from linefuse.train.label_reader_training import reader_charts
 
 from conftest import ROOT, run_cli, tiny_params, write_params
 
@@ -90,6 +92,21 @@ def test_found_labels_are_the_words_digitize_finds_with_the_drawn_texts():
             nearest = min(labels, key=lambda drawn: np.abs(_centre(drawn["box"]) - centre).sum())
             found.append(label["text"] == nearest["text"])
     assert len(found) >= 0.8 * drawn and all(found), (len(found), drawn)
+
+
+def test_a_reader_drawn_at_the_datas_sizes_trains_on_labels_as_small_as_the_datas():
+    """sizes: data draws the reader's charts at data.charts' fonts, type and figure sizes: on the
+    same charts, its labels are the default data's small ones, not the base's larger range."""
+    cfg = PARAMS.digitize_reader
+    at_data = reader_charts(PARAMS, cfg.model_copy(update={"sizes": "data"}))
+    at_base = reader_charts(PARAMS, cfg.model_copy(update={"sizes": "base"}))
+    assert all(getattr(at_data, k) == getattr(PARAMS.data.charts, k) for k in SIZE_KNOBS)
+    assert at_base.font_pt != PARAMS.data.charts.font_pt
+    heights = {
+        name: np.median([b[3] - b[1] for b in label_patches(charts, CHARTS, workers=1).boxes])
+        for name, charts in (("data", at_data), ("base", at_base))
+    }
+    assert heights["data"] < 0.8 * heights["base"], heights
 
 
 def test_the_shipped_reader_is_small_and_carded():

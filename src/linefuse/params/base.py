@@ -119,6 +119,7 @@ class LabelReaderParams(Strict):
     charts: PositiveInt
     libraries: list[str]  # the libraries drawing its charts, in equal shares; [] = base.libraries
     axes: Literal["base", "data"]  # its charts' axes: the base's, or data.charts' (descending, log)
+    sizes: Literal["base", "data"]  # its charts' fonts, type and figure sizes: the base's or data's
     degraded: Annotated[int, Field(ge=0, le=15)]  # degraded copies of each chart it also reads
     boxes: Literal["sidecar", "found"]  # each label's box: the drawer's, or the word digitize finds
     height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]

@@ -14,6 +14,9 @@ from linefuse.params import KeyedError, Probability, Strict, key_and_message, va
 # data.charts keys that draw the axes real charts use (descending, log, offset), added after
 # chart-base was made: the default data draws them, the base's bank and score sets do not
 AXIS_KNOBS = ("descending_x_prob", "log_y_prob", "offset_y_prob")
+# data.charts keys that set how large a chart and its type are drawn: the base's overrides
+# (base.chart_overrides) span a wider range of them than the default data
+SIZE_KNOBS = ("fonts", "font_pt", "width_in", "height_in", "dpi")
 # data.charts keys the base's overrides may not change: its seed is base.chart_seed, it never
 # draws a held-out family's style sheet, and its axes keep chart-base's recipe
 BASE_FIXED_CHART_KEYS = (

@@ -2,9 +2,10 @@
 
 The tick labels of a reader's `charts` charts drawn like the base's (data/charts'
 base_chart_params: base.chart_seed, never a held-out family or library), by its `libraries`
-where it names them, with data.charts' axes where its `axes` are the data's, are cut out once,
-on every core: sharp, and from `degraded` degraded copies of each chart, at the drawer's boxes
-or at the words digitize finds (`boxes`). Then the reader learns to read them: AdamW on the
+where it names them, with data.charts' axes where its `axes` are the data's and at data.charts'
+fonts and sizes where its `sizes` are, are cut out once, on every core: sharp, and from
+`degraded` degraded copies of each chart, at the drawer's boxes or at the words digitize finds
+(`boxes`). Then the reader learns to read them: AdamW on the
 CTC loss, a one-cycle learning rate, each step's crops cut with every box edge jittered by up
 to `jitter_px`. Seeded, so a run remakes the same weights on the same machine.
 evaluate/label_reader_card.py scores it and writes its card.
@@ -24,7 +25,7 @@ from linefuse.data.charts import base_chart_params
 from linefuse.digitize.label_patches import label_patches
 from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
-from linefuse.params.data import AXIS_KNOBS
+from linefuse.params.data import AXIS_KNOBS, SIZE_KNOBS
 
 if TYPE_CHECKING:
     from linefuse.params.base import LabelReaderParams
@@ -36,13 +37,15 @@ log = logging.getLogger("linefuse")
 def reader_charts(params: Params, cfg: LabelReaderParams):
     """The charts a reader trains on: the base's, drawn by cfg.libraries in equal shares if it
     names them, with the axes the default data draws (descending x, log y: the labels digitize
-    reads) where cfg.axes is "data"."""
+    reads) where cfg.axes is "data", and its fonts and sizes where cfg.sizes is "data"."""
     charts = base_chart_params(params)
     update = {}
     if cfg.libraries:
         update["libraries"] = {name: 1 / len(cfg.libraries) for name in cfg.libraries}
     if cfg.axes == "data":
         update |= {knob: getattr(params.data.charts, knob) for knob in AXIS_KNOBS}
+    if cfg.sizes == "data":
+        update |= {knob: getattr(params.data.charts, knob) for knob in SIZE_KNOBS}
     return charts.model_copy(update=update)
 
 
