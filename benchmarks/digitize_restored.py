@@ -8,21 +8,24 @@ evaluate does not report), or a chart set of digitize's own (linefuse.digitize.s
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
 only, no build needed); a set is drawn once into .linefuse/digitize_sets/. A dev set drawn with
-another --seed, or with --every chart's axes of one kind, is a development set of its own
-(docs/experiments.md names the ones rules were decided on). Each whole chart is degraded in
-every domain at each level as `shard` degrades it (its seed), straightened (eval.deskew) and
-restored by the run's final adapter at eval.steps, as evaluate does with its test charts. The
-input, the restoration (read with the input it came from, as `linefuse digitize` reads it; with
---alone, also without, as kind model_alone) and the sharp chart are digitized with no sidecar
-and scored against it (calibrated: both axes within 1% of their range at every tick used; curve
-error in % of the y range, an unread chart counting 100; CHART-Info's task-6b line score, the
-field's, digitize/line_score.py, an unread chart scoring 0). Writes, per level and library, the
-images' count, the share calibrated, the median curve error and the mean line score of each
-kind, and the share of images whose restoration reads with a lower error than their input; and
-the same for the charts that draw tick labels on both axes (`labelled/`), and for those with a
-descending x, a log y or an offset y (`axes:KIND/`; offset only for a set, whose plans say it).
-Each image's row (chart, kind, level, domain, scores) goes beside FILE.json, gzip-packed, into
-FILE.images.json.gz: a tenth of the size, so the results a lent GPU machine is sent stay small.
+another --seed is a development set of its own (docs/experiments.md names the ones rules were
+decided on). --every draws every chart of a set with axes of one kind: a dev set's, a
+development set of its own; the report set's, the report of that kind on as many charts as the
+set has (the plain set draws each kind on a share of them, too few to report a share of 90 %).
+Each whole chart is degraded in every domain at each level as `shard` degrades it (its seed),
+straightened (eval.deskew) and restored by the run's final adapter at eval.steps, as evaluate
+does with its test charts. The input, the restoration (read with the input it came from, as
+`linefuse digitize` reads it; with --alone, also without, as kind model_alone) and the sharp
+chart are digitized with no sidecar and scored against it (calibrated: both axes within 1% of
+their range at every tick used; curve error in % of the y range, an unread chart counting 100;
+CHART-Info's task-6b line score, the field's, digitize/line_score.py, an unread chart scoring
+0). Writes, per level and library, the images' count, the share calibrated, the median curve
+error and the mean line score of each kind, and the share of images whose restoration reads with
+a lower error than their input; and the same for the charts that draw tick labels on both axes
+(`labelled/`), and for those with a descending x, a log y or an offset y (`axes:KIND/`; offset
+only for a set, whose plans say it). Each image's row (chart, kind, level, domain, scores) goes
+beside FILE.json, gzip-packed, into FILE.images.json.gz: a tenth of the size, so the results a
+lent GPU machine is sent stay small.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ from linefuse.inference.restorer import Restorer
 from linefuse.params.data import LIBRARIES
 from linefuse.params.full import load_params
 
-# --every: the data.charts knob that draws every chart of a dev set with axes of that kind
 IMAGES_SUFFIX = ".images.json.gz"  # each image's row, beside the summary
+# --every: the data.charts knob that draws every chart of a set with axes of that kind
 EVERY = {"descending": "descending_x_prob", "log": "log_y_prob", "offset": "offset_y_prob"}
 
 
@@ -66,7 +69,7 @@ def main() -> None:
     parser.add_argument("--charts", type=int, help="the set's first charts only")
     parser.add_argument("--seed", type=int, help="a dev set drawn with this seed instead")
     parser.add_argument(
-        "--every", choices=sorted(EVERY), help="a dev set whose every chart has axes of this kind"
+        "--every", choices=sorted(EVERY), help="the set's every chart drawn with axes of this kind"
     )
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
     parser.add_argument("--alone", action="store_true", help="also read restorations alone")
@@ -74,8 +77,10 @@ def main() -> None:
         "--out", type=Path, default=Path("benchmarks/results/digitize_restored.json")
     )
     args = parser.parse_args()
-    if (args.seed is not None or args.every) and args.set not in ("dev", "dev2"):
-        parser.error("--seed and --every draw a dev set of their own: give --set dev or dev2")
+    if args.seed is not None and args.set not in ("dev", "dev2"):
+        parser.error("--seed draws a dev set of its own: give --set dev or dev2")
+    if args.every and args.set is None:
+        parser.error("--every draws a chart set: give --set dev, dev2 or report")
     params = load_params()
     restorer = None
     if args.levels:
