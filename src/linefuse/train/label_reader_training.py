@@ -5,9 +5,9 @@ base_chart_params: base.chart_seed, never a held-out family or library), by its 
 where it names them, with data.charts' axes where its `axes` are the data's and at data.charts'
 fonts and sizes where its `sizes` are, are cut out once, on every core: sharp, and from
 `degraded` degraded copies of each chart, at the drawer's boxes or at the words digitize finds
-(`boxes`). Then the reader learns to read them: AdamW on the
-CTC loss, a one-cycle learning rate, each step's crops cut with every box edge jittered by up
-to `jitter_px`. Seeded, so a run remakes the same weights on the same machine.
+(`boxes`). Then the reader learns to read them: AdamW on the CTC loss, a one-cycle learning
+rate, each step's crops cut with every box edge jittered by up to `jitter_px`. Seeded, so a run
+remakes the same weights on the same machine.
 evaluate/label_reader_card.py scores it and writes its card.
 """
 
