@@ -88,11 +88,10 @@ def write_scores_and_card(
     libraries = cfg.libraries or params.base.libraries
     copies = f", each also in {cfg.degraded} degraded copies (a `degrade` domain and level each)"
     axes = " with the default data's axes (descending x, log y and offset labels too)"
-    sizes = {
-        "base": "",
-        "data": f" at the default data's type and figure sizes ({charts.font_pt[0]:g}-"
-        f"{charts.font_pt[1]:g} pt, {charts.dpi[0]}-{charts.dpi[1]} dpi)",
-    }[cfg.sizes]
+    sizes = (
+        f" at the default data's type and figure sizes ({charts.font_pt[0]:g}-"
+        f"{charts.font_pt[1]:g} pt, {charts.dpi[0]}-{charts.dpi[1]} dpi)"
+    )
     boxes = {
         "sidecar": "the drawer's boxes",
         "found": "the words digitize finds (axes.find_frame), each matched to one drawn label",
@@ -122,8 +121,8 @@ def write_scores_and_card(
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
         f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts"
         f"{copies if cfg.degraded else ''}, drawn by {', '.join(libraries)} like the base's "
-        f"charts{axes if cfg.axes == 'data' else ''}{sizes} with seed "
-        f"{params.base.chart_seed} (the default data uses {charts.seed}), "
+        f"charts{axes if cfg.axes == 'data' else ''}{sizes if cfg.sizes == 'data' else ''} "
+        f"with seed {params.base.chart_seed} (the default data uses {charts.seed}), "
         f"never the held-out families or libraries ({', '.join(charts.held_out)}); cut at "
         f"{boxes}; every box edge jittered by up to {cfg.jitter_px} px.",
         f"- Training: {cfg.steps:,} steps of {cfg.batch_size} crops, AdamW, one-cycle lr "
