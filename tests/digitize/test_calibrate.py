@@ -319,14 +319,19 @@ def test_two_ticks_no_third_confirms_must_imply_a_round_step():
         (["e7", "e7"], 1e7),
         (["", "1e-5"], 1e-5),
         (["166", "166"], 1e6),
+        (["16", "16", "1e6"], 1e6),
+        (["106", "1e6"], 1e6),
+        (["e7", "1e^7"], 1e7),
+        (["e2", "e7", "1e^7"], 1e7),
         (["e", "7"], 1.0),
-        (["16", "7"], 1.0),
+        (["ee", "x"], 1.0),
     ],
 )
 def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multiplier):
     """matplotlib writes a y axis's multiplier as 1eN; the 1, two pixels wide in a small font,
-    is often not read, its e is read as a 6 (166), and the multiplier is still 10^N. What
-    reads as no such text is 1."""
+    is often not read, its e is read as a 6 (166), a 0 (106) or not at all (16), the label
+    reader writes 1e^N, and the multiplier is still 10^N, the exponent most readings read.
+    What reads as no such text (a lone digit among them) is 1."""
     assert _multiplier(readings) == multiplier
 
 

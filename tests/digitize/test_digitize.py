@@ -767,3 +767,20 @@ def test_thick_short_tick_marks_are_no_row_of_labels():
     box's edge no taller than that is a tick mark, and the labels under them are found."""
     image, _, sidecar = draw_chart(dev2_chart_params(load_params(ROOT / "params.yaml")), 65)
     assert _words_at(find_frame(image).x_words, sidecar, "x")
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+@pytest.mark.parametrize("index", [9, 23])
+def test_lines_run_on_into_labels_of_another_colour_leave_the_frame_its_lines(index):
+    """Focus-set charts (seed 105, every y offset, plotnine): chart 9's theme_dark panel runs
+    on, bridged, into the x labels under it in some columns, and chart 23's light grid lines
+    run on through their tick marks into the y labels. Those runs were the longest, and the
+    panel's other columns and the frame's lines fell short of LINE_SPAN of them: the box
+    missed the panel's right part and ended at a grid line above the x labels (read as '0.'
+    and '1'). Measured in its own colour no line is that long, so the box is the panel's and
+    the x labels are found under it."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), 105)
+    image, _, sidecar = draw_chart(recipe.model_copy(update={"offset_y_prob": 1.0}), index)
+    frame = find_frame(image)
+    assert np.allclose(frame.box[1::2], sidecar["plot_box"][1::2], atol=3.0)  # a border 3 px wide
+    assert _words_at(frame.x_words, sidecar, "x")

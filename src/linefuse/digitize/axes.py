@@ -138,20 +138,20 @@ def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _line_runs(
     image: np.ndarray, ink: np.ndarray, shortest: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink
-    (the leftmost of equals), gaps of at most LINE_GAP bridged; the length is 0 unless the run
-    is at least `shortest` px and a straight line, mostly ink (LINE_FILL) of one colour
-    (LINE_HUE), as a spine, a grid line or a panel is and a line of text or a curve is not.
-    Every row's runs are found at once; only the rows whose longest run is long enough are
-    looked at one by one."""
+    (the leftmost of equals), gaps of at most LINE_GAP bridged, and the length of its part in
+    the line's own colour (_in_colour); the lengths are 0 unless the run is at least `shortest`
+    px and a straight line, mostly ink (LINE_FILL) of one colour (LINE_HUE), as a spine, a grid
+    line or a panel is and a line of text or a curve is not. Every row's runs are found at
+    once; only the rows whose longest run is long enough are looked at one by one."""
     bridged = ndimage.binary_closing(ink, structure=np.ones((1, 2 * LINE_GAP + 1))) | ink
     edges = np.diff(np.pad(bridged, ((0, 0), (1, 1))).astype(np.int8), axis=1)
     run_rows, run_starts = np.nonzero(edges == 1)
     run_ends = np.nonzero(edges == -1)[1]  # row by row, as the starts: a run ends in its row
     by_row = np.lexsort((run_starts, run_starts - run_ends, run_rows))  # longest first, then left
     firsts = by_row[np.diff(run_rows[by_row], prepend=-1) != 0]
-    lengths, starts, ends = (np.zeros(len(ink), dtype=int) for _ in range(3))
+    lengths, starts, ends, own = (np.zeros(len(ink), dtype=int) for _ in range(4))
     longest = zip(run_rows[firsts], run_starts[firsts], run_ends[firsts], strict=True)
     for row, start, end in longest:
         if end - start < shortest:
@@ -160,10 +160,29 @@ def _line_runs(
         colours = image[row, start:end][inked].astype(np.float32)
         if inked.mean() < LINE_FILL or len(colours) == 0:
             continue
-        near = distance(colours, np.median(colours, axis=0)) <= LINE_TINT
-        if near.mean() >= LINE_HUE:
+        colour = np.median(colours, axis=0)
+        if (distance(colours, colour) <= LINE_TINT).mean() >= LINE_HUE:
             starts[row], ends[row], lengths[row] = start, end, end - start
-    return lengths, starts, ends
+            own[row] = _in_colour(image[row, start:end], inked, colour)
+    return lengths, starts, ends, own
+
+
+def _in_colour(pixels: np.ndarray, inked: np.ndarray, colour: np.ndarray) -> int:
+    """The length of a line's run (`pixels`, `inked` its ink) without the ends where it goes
+    on in other colours: the tick marks and labels the bridging joined to a grid line, the
+    labels under a panel. That part starts (ends) at the first (last) pixel of its colour
+    (LINE_TINT) where, of the ink within LINE_GAP px onward (backward), a LINE_HUE share is;
+    a curve crossing the line within does not cut it."""
+    near = inked & (distance(pixels, colour) <= LINE_TINT)
+    span = 2 * LINE_GAP + 1
+    window = np.ones(span)
+    ahead = np.convolve(near, window)[span - 1 :]  # of near[i : i + span]
+    ahead_ink = np.convolve(inked, window)[span - 1 :]
+    behind = np.convolve(near, window)[: len(near)]  # of near[i - span + 1 : i + 1]
+    behind_ink = np.convolve(inked, window)[: len(near)]
+    first = np.flatnonzero(near & (ahead >= LINE_HUE * ahead_ink))
+    last = np.flatnonzero(near & (behind >= LINE_HUE * behind_ink))
+    return max(int(last[-1]) + 1 - int(first[0]), 0) if len(first) and len(last) else 0
 
 
 def _box_from_lines(
@@ -172,10 +191,13 @@ def _box_from_lines(
     """The box spanned by the long horizontal and vertical lines, and their rows and columns;
     None for the box when there are none either way."""
     height, width = ink.shape
-    h_len, h_start, h_end = _line_runs(image, ink, LINE_SHARE * width)
-    v_len, v_start, v_end = _line_runs(image.transpose(1, 0, 2), ink.T, LINE_SHARE * height)
-    rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_len.max()))
-    cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_len.max()))
+    h_len, h_start, h_end, h_own = _line_runs(image, ink, LINE_SHARE * width)
+    v_len, v_start, v_end, v_own = _line_runs(image.transpose(1, 0, 2), ink.T, LINE_SHARE * height)
+    # the longest line measured in its own colour: a grid line run on, bridged, through its
+    # tick mark into its label (or a panel's column into the labels under it) is longer than
+    # the frame, which would then fall short of LINE_SPAN of it
+    rows = np.flatnonzero(h_len >= max(LINE_SHARE * width, LINE_SPAN * h_own.max()))
+    cols = np.flatnonzero(v_len >= max(LINE_SHARE * height, LINE_SPAN * v_own.max()))
     # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
     # no pair of lines one way: the other way's lines' usual extent, and where one line crosses
     # them (an L-shaped frame: two spines hidden), that line at the end it is nearer; a run's

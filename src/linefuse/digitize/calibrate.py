@@ -65,9 +65,10 @@ ONE_E = re.compile(r"1(\.0*)?e[-+]?\d{1,3}", re.IGNORECASE)
 # what Tesseract reads of 10^n when it misses the exponent: no value where a power is drawn
 BASES = ("1", "10")
 # matplotlib's offset text: 1e6, 1e-5; its 1, a glyph two pixels wide in a small font, is
-# often not read (e6), and its e, three pixels high, is read as a 6 (166), but the offset
-# text is always 1, e and the exponent
-MULTIPLIER = re.compile(r"1?[e6]([-+]?\d{1,2})")
+# often not read (e6), and its e, three pixels high, is read as a 6 (166), a 0 (106) or not
+# at all (16); the label reader writes it as 1e^6 or 10^6; but the offset text is always 1, e
+# and the exponent
+MULTIPLIER = re.compile(r"(?:1?[e6]\^?|10\^?|1)([-+]?\d{1,2})")
 MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
@@ -265,11 +266,12 @@ def read_ticks(
 
 def _multiplier(texts: list[str]) -> float:
     """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
-    its readings (the first that is one); 1 when none is."""
-    for text in texts:
-        if multiplier := MULTIPLIER.fullmatch(normalise(text)):
-            return 10.0 ** int(multiplier.group(1))
-    return 1.0
+    its readings: the exponent most of them read (of equals, the first read); 1 when none
+    reads one. A misread digit is seldom read alike twice."""
+    exponents = [int(m.group(1)) for t in texts if (m := MULTIPLIER.fullmatch(normalise(t)))]
+    if not exponents:
+        return 1.0
+    return 10.0 ** max(exponents, key=exponents.count)  # max keeps the first of equals
 
 
 def _read_by_label_reader(
