@@ -1,0 +1,85 @@
+"""What task-6b (digitize/line_score.py) a reader that knows each chart's true series would score
+reading it one point per pixel column, as digitize's tracer does: how much of the score the pixel
+grid itself costs, apart from reading the axes and the curves.
+
+    python -m linefuse.digitize.sets dev FOLDER
+    python benchmarks/line_score_ceiling.py FOLDER [--out FILE.json]
+
+Each true series (the sidecar's CSV, in view; log axes in decades, as the score reads them) is
+read at the centre of every pixel column of the plot box: its value there (`point`), rounded to
+whole pixel rows (`whole_px`), and its mean over the column (`column_mean`, what a line drawn
+over the column's points and read at its centre holds at best). Writes each reader's mean task-6b
+with a 95 % bootstrap interval over charts, and the share of charts at 0.95 or more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from linefuse.digitize.curves import on_axis
+from linefuse.digitize.line_score import line_score
+from linefuse.digitize.score import read_sidecar
+from linefuse.hardware import cpu_model
+
+READERS = ("point", "whole_px", "column_mean")
+SUBSAMPLES = 9  # points a column's mean is taken over
+
+
+def read_as(reader: str, side: dict, truth_x: np.ndarray, truth_y: np.ndarray) -> tuple:
+    """One true series read one point per pixel column by `reader`: (x, y) in the score's units."""
+    left, top, right, bottom = (float(v) for v in side["plot_box"])
+    x_left, x_right = (float(v) for v in side["xlim"])
+    low, high = (float(v) for v in on_axis(side, "y", side["ylim"]))
+    centres = np.arange(np.ceil(left), np.floor(right)) + 0.5
+    x = x_left + (centres - left) / (right - left) * (x_right - x_left)
+    if reader == "column_mean":
+        step = (x_right - x_left) / (right - left)
+        fine = x[:, None] + np.linspace(-0.5, 0.5, SUBSAMPLES)[None, :] * step
+        return x, np.interp(fine, truth_x, truth_y).mean(axis=1)
+    y = np.interp(x, truth_x, truth_y)
+    if reader == "whole_px":
+        rows = np.round(bottom - (y - low) / (high - low) * (bottom - top))
+        y = low + (bottom - rows) / (bottom - top) * (high - low)
+    return x, y
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="charts with their sidecars and CSVs")
+    parser.add_argument(
+        "--out", type=Path, default=Path("benchmarks/results/line_score_ceiling.json")
+    )
+    args = parser.parse_args()
+    scores: dict[str, list[float]] = {reader: [] for reader in READERS}
+    charts = sorted(args.folder.glob("chart_*.png"))
+    for png in charts:
+        side, truth_x, columns = read_sidecar(png)
+        x_low, x_high = sorted(float(v) for v in side["xlim"])
+        in_view = (truth_x >= x_low) & (truth_x <= x_high)
+        truths = [(truth_x[in_view], on_axis(side, "y", c[in_view])) for c in columns.values()]
+        for reader in READERS:
+            read = [read_as(reader, side, *truth) for truth in truths]
+            scores[reader].append(line_score(read, truths))
+    rng = np.random.default_rng(0)
+    summary = {}
+    for reader, values in scores.items():
+        values = np.array(values)
+        means = rng.choice(values, (2000, len(values))).mean(axis=1)
+        summary[reader] = {
+            "charts": len(values),
+            "mean_line_score": float(values.mean()),
+            "interval_95": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
+            "share_at_least_0.95": float((values >= 0.95).mean()),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {"cpu_model": cpu_model(), "charts": str(args.folder), "summary": summary}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
