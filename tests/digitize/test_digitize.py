@@ -784,3 +784,17 @@ def test_lines_run_on_into_labels_of_another_colour_leave_the_frame_its_lines(in
     frame = find_frame(image)
     assert np.allclose(frame.box[1::2], sidecar["plot_box"][1::2], atol=3.0)  # a border 3 px wide
     assert _words_at(frame.x_words, sidecar, "x")
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_a_frame_of_grid_lines_alone_reaches_the_panels_right_and_top():
+    """dev chart 53, plotnine's theme_minimal: no spine, and the panel reaches past its last
+    grid lines on the right and at the top, where the curves go on. The box ended at those
+    grid lines and the curves' last fifth was not read; it now reaches where the other way's
+    grid lines end (x labels and y labels stay outside it)."""
+    image, _, sidecar = draw_chart(dev_chart_params(load_params(ROOT / "params.yaml")), 53)
+    frame = find_frame(image)
+    left, top, right, bottom = sidecar["plot_box"]
+    assert frame.box[2] == pytest.approx(right, abs=1.5)
+    assert frame.box[1] == pytest.approx(top, abs=1.5)
+    assert _words_at(frame.x_words, sidecar, "x") and _words_at(frame.y_words, sidecar, "y")

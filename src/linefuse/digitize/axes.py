@@ -138,10 +138,10 @@ def runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _line_runs(
     image: np.ndarray, ink: np.ndarray, shortest: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For each row of `ink`: the length, start and end (exclusive) of its longest run of ink
-    (the leftmost of equals), gaps of at most LINE_GAP bridged, and the length of its part in
-    the line's own colour (_in_colour); the lengths are 0 unless the run is at least `shortest`
+    (the leftmost of equals), gaps of at most LINE_GAP bridged, and the start and end of its
+    part in the line's own colour (_in_colour); all are 0 unless the run is at least `shortest`
     px and a straight line, mostly ink (LINE_FILL) of one colour (LINE_HUE), as a spine, a grid
     line or a panel is and a line of text or a curve is not. Every row's runs are found at
     once; only the rows whose longest run is long enough are looked at one by one."""
@@ -151,7 +151,7 @@ def _line_runs(
     run_ends = np.nonzero(edges == -1)[1]  # row by row, as the starts: a run ends in its row
     by_row = np.lexsort((run_starts, run_starts - run_ends, run_rows))  # longest first, then left
     firsts = by_row[np.diff(run_rows[by_row], prepend=-1) != 0]
-    lengths, starts, ends, own = (np.zeros(len(ink), dtype=int) for _ in range(4))
+    lengths, starts, ends, own_starts, own_ends = (np.zeros(len(ink), dtype=int) for _ in range(5))
     longest = zip(run_rows[firsts], run_starts[firsts], run_ends[firsts], strict=True)
     for row, start, end in longest:
         if end - start < shortest:
@@ -163,16 +163,18 @@ def _line_runs(
         colour = np.median(colours, axis=0)
         if (distance(colours, colour) <= LINE_TINT).mean() >= LINE_HUE:
             starts[row], ends[row], lengths[row] = start, end, end - start
-            own[row] = _in_colour(image[row, start:end], inked, colour)
-    return lengths, starts, ends, own
+            first, last = _in_colour(image[row, start:end], inked, colour)
+            own_starts[row], own_ends[row] = start + first, start + last
+    return lengths, starts, ends, own_starts, own_ends
 
 
-def _in_colour(pixels: np.ndarray, inked: np.ndarray, colour: np.ndarray) -> int:
-    """The length of a line's run (`pixels`, `inked` its ink) without the ends where it goes
-    on in other colours: the tick marks and labels the bridging joined to a grid line, the
-    labels under a panel. That part starts (ends) at the first (last) pixel of its colour
-    (LINE_TINT) where, of the ink within LINE_GAP px onward (backward), a LINE_HUE share is;
-    a curve crossing the line within does not cut it."""
+def _in_colour(pixels: np.ndarray, inked: np.ndarray, colour: np.ndarray) -> tuple[int, int]:
+    """Where a line's run (`pixels`, `inked` its ink) starts and ends (exclusive; 0 and 0 where
+    it has no such part) without the ends where it goes on in other colours: the tick marks and
+    labels the bridging joined to a grid line, the labels under a panel. That part starts
+    (ends) at the first (last) pixel of its colour (LINE_TINT) where, of the ink within
+    LINE_GAP px onward (backward), a LINE_HUE share is; a curve crossing the line within does
+    not cut it."""
     near = inked & (distance(pixels, colour) <= LINE_TINT)
     span = 2 * LINE_GAP + 1
     window = np.ones(span)
@@ -182,7 +184,9 @@ def _in_colour(pixels: np.ndarray, inked: np.ndarray, colour: np.ndarray) -> int
     behind_ink = np.convolve(inked, window)[: len(near)]
     first = np.flatnonzero(near & (ahead >= LINE_HUE * ahead_ink))
     last = np.flatnonzero(near & (behind >= LINE_HUE * behind_ink))
-    return max(int(last[-1]) + 1 - int(first[0]), 0) if len(first) and len(last) else 0
+    if not len(first) or not len(last) or last[-1] < first[0]:
+        return 0, 0
+    return int(first[0]), int(last[-1]) + 1
 
 
 def _box_from_lines(
@@ -191,8 +195,11 @@ def _box_from_lines(
     """The box spanned by the long horizontal and vertical lines, and their rows and columns;
     None for the box when there are none either way."""
     height, width = ink.shape
-    h_len, h_start, h_end, h_own = _line_runs(image, ink, LINE_SHARE * width)
-    v_len, v_start, v_end, v_own = _line_runs(image.transpose(1, 0, 2), ink.T, LINE_SHARE * height)
+    h_len, h_start, h_end, h_first, h_last = _line_runs(image, ink, LINE_SHARE * width)
+    v_len, v_start, v_end, v_first, v_last = _line_runs(
+        image.transpose(1, 0, 2), ink.T, LINE_SHARE * height
+    )
+    h_own, v_own = h_last - h_first, v_last - v_first
     # the longest line measured in its own colour: a grid line run on, bridged, through its
     # tick mark into its label (or a panel's column into the labels under it) is longer than
     # the frame, which would then fall short of LINE_SPAN of it
@@ -204,12 +211,16 @@ def _box_from_lines(
     # ends reach over the tick marks and labels beyond that spine
     if _groups(cols) >= 2:
         left, right = cols.min(), cols.max() + 1
+        if len(rows):
+            right = _reach(right, h_last[rows])
     elif len(rows):
         left, right = _extent(h_start[rows], h_end[rows], cols)
     else:
         return None, rows, cols
     if _groups(rows) >= 2:
         top, bottom = rows.min(), rows.max() + 1
+        if len(cols):
+            top = -_reach(-top, -v_first[cols])
     elif len(cols):
         top, bottom = _extent(v_start[cols], v_end[cols], rows)
     else:
@@ -218,6 +229,18 @@ def _box_from_lines(
         return None, rows, cols  # no plot area: a curve's spike, drawn straight and long
     box = (float(left), float(top), float(right), float(bottom))
     return box, rows, cols
+
+
+def _reach(end: int, lasts: np.ndarray) -> int:
+    """The last line one way (the right or top edge: `end`, as a coordinate growing outward)
+    moved out to where the lines the other way end in their own colour, where they agree
+    (within LINE_GAP px) and end beyond LINE_GAP px past it: a frame of grid lines alone
+    (theme_minimal) stops at its last grid line, short of the panel that the other lines span
+    and the curves fill. Not the left or bottom edge: the tick labels stand there, and lines
+    bridged into them end in their anti-aliased glyphs."""
+    if np.ptp(lasts) > LINE_GAP or lasts.min() <= end + LINE_GAP:
+        return end
+    return int(np.median(lasts))
 
 
 def _extent(starts: np.ndarray, ends: np.ndarray, crossing: np.ndarray) -> tuple[float, float]:
