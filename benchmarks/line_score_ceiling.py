@@ -9,7 +9,8 @@ Each true series (the sidecar's CSV, in view; log axes in decades, as the score 
 read at the centre of every pixel column of the plot box: its value there (`point`), rounded to
 whole pixel rows (`whole_px`), and its mean over the column (`column_mean`, what a line drawn
 over the column's points and read at its centre holds at best). Writes each reader's mean task-6b
-with a 95 % bootstrap interval over charts, and the share of charts at 0.95 or more.
+with evaluate's bootstrap interval over charts (eval.interval), and the share of charts at 0.95
+or more.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import numpy as np
 from linefuse.digitize.curves import on_axis
 from linefuse.digitize.line_score import line_score
 from linefuse.digitize.score import read_sidecar
+from linefuse.evaluate.intervals import mean_interval
 from linefuse.hardware import cpu_model
+from linefuse.params.full import load_params
 
 READERS = ("point", "whole_px", "column_mean")
 SUBSAMPLES = 9  # points a column's mean is taken over
@@ -64,19 +67,14 @@ def main() -> None:
         for reader in READERS:
             read = [read_as(reader, side, *truth) for truth in truths]
             scores[reader].append(line_score(read, truths))
-    rng = np.random.default_rng(0)
-    summary = {}
-    for reader, values in scores.items():
-        values = np.array(values)
-        means = rng.choice(values, (2000, len(values))).mean(axis=1)
-        summary[reader] = {
-            "charts": len(values),
-            "mean_line_score": float(values.mean()),
-            "interval_95": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
-            "share_at_least_0.95": float((values >= 0.95).mean()),
-        }
+    params = load_params()
+    summary = {
+        reader: mean_interval(values, params.eval.interval, params.eval.seed)
+        | {"share_at_least_0.95": float(np.mean(np.array(values) >= 0.95))}
+        for reader, values in scores.items()
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"cpu_model": cpu_model(), "charts": str(args.folder), "summary": summary}
+    result = {"cpu_model": cpu_model(), "charts": args.folder.name, "summary": summary}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 
