@@ -798,3 +798,15 @@ def test_a_frame_of_grid_lines_alone_reaches_the_panels_right_and_top():
     assert frame.box[2] == pytest.approx(right, abs=1.5)
     assert frame.box[1] == pytest.approx(top, abs=1.5)
     assert _words_at(frame.x_words, sidecar, "x") and _words_at(frame.y_words, sidecar, "y")
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_labels_found_alone_keep_the_panel_that_grid_lines_reach():
+    """dev chart 38, theme_minimal: its lowest grid line lies far above the x labels, so the
+    lines' box has no labels under it and the labels are found alone. The box they imply ended
+    at the last x label and the top y label, 47 px short of the panel's right edge, where both
+    curves go on; the grid lines reach the panel's right and top edges, and so does the box."""
+    image, _, sidecar = draw_chart(dev_chart_params(load_params(ROOT / "params.yaml")), 38)
+    frame = find_frame(image)
+    assert not len(frame.line_rows) and not len(frame.line_cols)  # the labels-alone box
+    assert np.allclose(frame.box, sidecar["plot_box"], atol=3.5)

@@ -198,3 +198,17 @@ def test_a_dev_charts_note_is_no_series(tmp_path):
     result = digitize(load_rgb(png))
     assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
     assert score(result, png)["line_score"] > 0.9
+
+
+@needs_tesseract
+def test_a_lines_rim_followed_in_another_colour_is_no_series(tmp_path):
+    """dev chart 4: a grey, a navy dash-dot and a marked yellow series. Once the grey line is
+    followed and erased, the grey follower walks the navy line's anti-aliased edges, which pass
+    for grey (within SAME_COLOUR of it, and no blend of navy and the page by BLEND_TINT): a
+    fourth series on the navy one (task-6b 0.69). A colour's further path that lies on another
+    colour's stroke in nearly all its columns is that stroke's rim."""
+    write_chart(dev_chart_params(load_params(ROOT / "params.yaml")), tmp_path, 4)
+    png = tmp_path / "chart_00004.png"
+    result = digitize(load_rgb(png))
+    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
+    assert score(result, png)["line_score"] > 0.9

@@ -701,7 +701,8 @@ def find_frame(image: np.ndarray) -> Frame | None:
     panel edge) nor a row and a column of tick labels frame a plot area. The box the lines
     span, with the words found under and beside it; where those are not a row and a column of
     labels, the labels found alone (_labels_alone), with that box where they stand beside it
-    (_beside), else with the box they imply."""
+    (_beside), else with the box they imply, reaching as far right and up as the lines' box
+    (inner grid lines run on to the panel's edges past the last labels: theme_minimal)."""
     bg = background(image)
     far = distance(image, bg)
     text = far > TEXT_INK
@@ -724,5 +725,7 @@ def find_frame(image: np.ndarray) -> Frame | None:
         # the lines frame the plot; the words under it were split where they are not
         return replace(lined, x_words=x_words, y_words=y_words)
     box = _box_from_labels(x_words, y_words, image.shape)
+    if lined is not None:
+        box = (box[0], min(box[1], lined.box[1]), max(box[2], lined.box[2]), box[3])
     none = np.zeros(0, dtype=int)
     return Frame(bg, box, none, none, x_words, y_words)

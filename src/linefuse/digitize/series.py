@@ -65,6 +65,7 @@ BLEND_TINT = 28.0
 # series beside a black one)
 THIN_SHADOW = 0.5
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
+RIM_SHARE = 0.9  # of a colour's further path's columns on another colour's line: that line's rim
 GRID_SPAN = 0.35  # of the box's width (height): a row (column) this much in a grid line's colour
 GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that hold that line
 # a path is its colour's when pixels of that colour (within SAME_COLOUR) lie on it in this share
@@ -459,19 +460,24 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
         widths = [_width(series_ink(box, background, colour)[0]) for colour in found]
     rows = np.arange(first_row, end_row) + 0.5
     cols = np.arange(first_col, end_col) + 0.5
-    traces, filled = [], 0
+    traces, further, filled = [], [], 0
     for colour, width in zip(found, widths, strict=True):
         if width > max(MAX_WIDTH_PX, MAX_WIDTH_SHARE * len(rows)):
             filled += 1  # a bar or a filled area, not a line
             continue
         colour_rgb = tuple(float(round(v)) for v in colour)
-        for path, centres, marked in _paths(box, background, rows, cols, colour, width, hidden):
+        paths = _paths(box, background, rows, cols, colour, width, hidden)
+        for index, (path, centres, marked) in enumerate(paths):
             if not _own(box, colour, width, path, centres - rows[0]):
                 continue
             if _text_line(colour, path, centres, size, len(cols)):
                 continue
             fill = _fill(path, hidden)
             traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
+            if index:
+                further.append(traces[-1])
+    rims = [t for t in further if _on(t, [o for o in traces if o.colour != t.colour])]
+    traces = [t for t in traces if not any(t is rim for rim in rims)]
     return _names(_without_shadows(traces, background)[:MAX_SERIES], entries), filled, entries
 
 
@@ -564,6 +570,19 @@ def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
     along = float(np.dot(colour - one, span) / max(np.dot(span, span), 1e-9))
     off = np.linalg.norm(colour - (one + np.clip(along, 0.0, 1.0) * span))
     return 0.0 <= along <= 1.0 and off <= BLEND_TINT
+
+
+def _on(trace: Trace, lines: list[Trace]) -> bool:
+    """Whether `trace`'s path lies on `lines`' strokes (within half a line's width and a pixel
+    of its centre row) in RIM_SHARE of its columns: a colour's further path that only follows
+    another colour's line is that line's rim, passing for this colour's blend (a navy line's
+    anti-aliased edges for a grey series: _paths follows it once the grey line is erased)."""
+    on = np.zeros(len(trace.columns), dtype=bool)
+    for line in lines:
+        inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
+        rows = np.interp(trace.columns[inside], line.columns, line.rows)
+        on[inside] |= np.abs(trace.rows[inside] - rows) <= line.linewidth_px / 2 + 1
+    return bool(on.mean() >= RIM_SHARE)
 
 
 def _along(trace: Trace, lines: list[Trace]) -> bool:
