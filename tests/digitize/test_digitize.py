@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from linefuse.data.charts import draw_chart
+from linefuse.data.charts import draw_chart, write_chart
 from linefuse.data.charts.plan import plan_axes
 from linefuse.digitize import calibrate
-from linefuse.digitize.axes import _labels_alone, _offset_word, find_frame
+from linefuse.digitize.axes import _labels_alone, _marks, _offset_word, find_frame
 from linefuse.digitize.calibrate import GAMMAS, Tick, fit_axis, read_ticks
 from linefuse.digitize.chart import Unreadable, digitize, digitize_many
 from linefuse.digitize.label_onnx import read_labels
@@ -501,6 +501,60 @@ def test_labels_past_the_inner_grid_lines_are_found_alone():
     image, _, sidecar = draw_chart(dev2_chart_params(params), 13)
     frame = find_frame(image)
     assert _words_at(frame.x_words, sidecar, "x") and _words_at(frame.y_words, sidecar, "y")
+
+
+def _log_focus_chart(seed: int, index: int):
+    """Chart `index` of the focus set drawn with seed `seed`, every y axis log (the image and
+    its sidecar)."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), seed)
+    image, _, sidecar = draw_chart(recipe.model_copy(update={"log_y_prob": 1.0}), index)
+    return image, sidecar
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+@pytest.mark.parametrize(("seed", "index"), [(113, 18), (117, 8)])
+def test_y_labels_left_of_a_frame_of_grid_lines_are_found_alone(seed, index):
+    """theme_minimal with a log y (log focus sets 113 and 117): no line marks the panel's left
+    edge, so the lines' box starts at the first vertical grid line and what stands beside it is
+    a curve's bits, one or two words. The labels 1e1 ... 1e4, a column of four evenly spaced
+    words left of that box, are the y labels; the rotated title's letters beside them stack
+    evenly too, but closer than labels stand (LABEL_SPACING)."""
+    image, sidecar = _log_focus_chart(seed, index)
+    frame = find_frame(image)
+    assert _words_at(frame.y_words, sidecar, "y") and _words_at(frame.x_words, sidecar, "x")
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_y_labels_stand_left_of_the_first_x_label():
+    """Log focus set 117, chart 24: no grid line found, and a dotted series' dots stack evenly
+    in a right-aligned column inside the plot, six of them against four labels. Labels stand
+    left of the plot, so left of the first x label's centre."""
+    image, sidecar = _log_focus_chart(117, 24)
+    frame = find_frame(image)
+    assert _words_at(frame.y_words, sidecar, "y")
+
+
+@needs_tesseract
+def test_right_aligned_labels_whose_ink_ends_two_pixels_apart_are_one_column(tmp_path):
+    """Log focus set 115, chart 6: 4 px serif labels 1e1 ... 1e5, right-aligned, their ink
+    ending up to two pixels apart (a 1's and a 5's right bearings differ); one pixel apart
+    split them into columns too short to step evenly, and a title's letters were taken."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"), 115)
+    write_chart(recipe.model_copy(update={"log_y_prob": 1.0}), tmp_path, 6)
+    png = tmp_path / "chart_00006.png"
+    scored = score(digitize(np.asarray(Image.open(png).convert("RGB"))), png)
+    assert scored["calibrated"] and scored["line_score"] > 0.9
+
+
+def test_a_curve_meeting_the_edge_is_no_tick_mark():
+    """Ticks pointing into the box are as long as one another; a curve or a line meeting the
+    box's edge runs farther in. Seven 4 px marks 21 px apart and one 48 px run (dev2 chart 23,
+    matplotlib's classic style): the marks are the ticks, not the run (the longest)."""
+    lengths = np.zeros(200, dtype=int)
+    lengths[[22, 43, 64, 85, 106, 127, 148]] = 4
+    lengths[160:164] = 48
+    marks = _marks(lengths, lengths.astype(float))
+    assert marks.tolist() == [22.0, 43.0, 64.0, 85.0, 106.0, 127.0, 148.0]  # crisp: snapped
 
 
 def test_labels_split_under_a_framed_box_are_found_whole_beside_it():

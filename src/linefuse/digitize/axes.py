@@ -42,7 +42,8 @@ TICK_SHARE = 0.5  # of the box's width: more columns inked under it are a line, 
 MAJOR = 0.75  # of the longest tick mark's length: a shorter one is a minor tick, unlabelled
 CRISP = 0.8  # of a tick mark's ink in one column: it was snapped to the pixel grid
 CUT_PX = 2  # columns of a glyph cut at a crowded label's edge: fewer are no piece of the label
-ALIGNED_PX = 1  # right-aligned y labels' right edges lie this close (anti-aliasing, a narrow 1)
+LABEL_SPACING = 2.0  # of their height: y labels stand at least this far apart, centre to centre
+ALIGNED_PX = 2  # right-aligned y labels' right edges lie this close (anti-aliasing, a narrow 1)
 
 
 @dataclass(frozen=True)
@@ -453,17 +454,23 @@ def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _marks(lengths: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Centres of the runs of columns whose `lengths` are TICK_ROWS or more, the longest
-    (MAJOR), when three or more are evenly spaced; else none. Each centre is its columns'
-    centre weighted by their darkness (`weights`): an anti-aliased mark's shades say where in
-    its pixels it lies."""
+    (MAJOR), when three or more are evenly spaced; else none. Ticks are as long as one another:
+    the longest is the longest length that three runs share (within a pixel), and a longer run
+    is a curve or a line meeting the edge, no tick. Each centre is its columns' centre weighted
+    by their darkness (`weights`): an anti-aliased mark's shades say where in its pixels it
+    lies."""
     marks = list(zip(*runs(lengths >= TICK_ROWS), strict=True))
     if not marks:
         return np.zeros(0)
     longest = np.array([lengths[a:b].max() for a, b in marks])
+    shared = [n for n in longest if np.sum(np.abs(longest - n) <= 1) >= 3]
+    if not shared:
+        return np.zeros(0)
+    reference = max(shared)
     centres = [
         _mark_centre(weights[a:b]) + a
         for (a, b), n in zip(marks, longest, strict=True)
-        if n >= MAJOR * longest.max()
+        if MAJOR * reference <= n <= reference + 1
     ]
     return np.array(centres) if _evenly_spaced(centres) else np.zeros(0)
 
@@ -633,8 +640,8 @@ def _evenly_spaced(centres: list[float]) -> bool:
 def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
     """With no line framing the plot: the x labels are the lowest line of three or more evenly
     spaced words, the y labels the largest right-aligned column (right edges ALIGNED_PX apart
-    at most) of evenly spaced words left of the x labels' middle (or of two aligned to the
-    pixel, nearest the x labels' start); either empty when there is none."""
+    at most) of evenly spaced words (_apart) left of the first x label's centre (or of two
+    aligned to the pixel, nearest the x labels' start); either empty when there is none."""
     found = _glyphs(text)
     glyphs = [g for g in found if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX]
     if not glyphs or len(glyphs) > MAX_GLYPHS:  # none, or speckle (a photo, noise): no labels
@@ -651,9 +658,11 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
         and max(w.box[2] - w.box[0] for w in words) > THIN
     ]
     x_words = max(rows, key=lambda words: words[0].box[1], default=[])
-    middle = np.mean([w.centre[0] for w in x_words]) if x_words else text.shape[1] / 2
+    # y labels stand left of the plot, so left of the first x label's tick; a curve's dots or
+    # a peak's bits stacked evenly inside the plot are no column of labels
+    end = x_words[0].centre[0] if x_words else text.shape[1] / 2
     beside = sorted(
-        (w for words in lines for w in words if w.centre[0] < middle and w not in x_words),
+        (w for words in lines for w in words if w.box[2] < end and w not in x_words),
         key=lambda w: w.box[2],
     )
     columns: list[list[Word]] = []  # right-aligned: right edges within ALIGNED_PX of the first
@@ -662,7 +671,7 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
             columns[-1].append(word)
         else:
             columns.append([word])
-    stacks = [c for c in columns if _evenly_spaced([w.centre[1] for w in c])]
+    stacks = [c for c in columns if _evenly_spaced([w.centre[1] for w in c]) and _apart(c)]
     if not stacks and x_words:  # two labels show no spacing: the pair above the x labels
         # nearest their start, where an axis's labels stand (a legend's stand farther in),
         # right-aligned to the pixel (no spacing tells a curve's two bits from labels)
@@ -674,6 +683,26 @@ def _labels_alone(text: np.ndarray) -> tuple[list[Word], list[Word]]:
         stacks = sorted(pairs, key=lambda c: abs(c[0].box[2] - start))[:1]
     y_words = max(stacks, key=len, default=[])
     return x_words, y_words
+
+
+def _apart(column: list[Word]) -> bool:
+    """Whether a column's words stand LABEL_SPACING of their heights apart or more, as labels
+    do: a rotated title's letters, a dotted line's dots and a peak's bits stack closer."""
+    steps = np.diff(np.sort([w.centre[1] for w in column]))
+    heights = [w.box[3] - w.box[1] for w in column]
+    return float(np.median(steps)) >= LABEL_SPACING * float(np.median(heights))
+
+
+def _labels_farther_left(frame: Frame, text: np.ndarray) -> bool:
+    """Whether the y labels stand farther left than the words found beside the frame's box:
+    two words or fewer beside it (no spacing proves them labels), and a column of three or more
+    evenly spaced ones found alone, all left of the box. A frame of grid lines alone
+    (theme_minimal) starts at its first vertical grid line, right of the panel's left edge, and
+    what stands beside that line is a curve's bits."""
+    if len(frame.y_words) > 2:
+        return False
+    y_words = _labels_alone(text)[1]
+    return len(y_words) > 2 and all(w.box[2] < frame.box[0] for w in y_words)
 
 
 def _beside(box: tuple[float, ...], x_words: list[Word], y_words: list[Word]) -> bool:
@@ -717,7 +746,8 @@ def find_frame(image: np.ndarray) -> Frame | None:
         # labels stand farther out
         centres = [w.centre[0] for w in x_words]
         if x_words and y_words and (len(centres) < 3 or _evenly_spaced(centres)):
-            return lined
+            if not _labels_farther_left(lined, text):
+                return lined
     x_words, y_words = _labels_alone(text)
     if not x_words or not y_words:
         return lined
