@@ -854,6 +854,16 @@ def test_a_frame_of_grid_lines_alone_reaches_the_panels_right_and_top():
     assert _words_at(frame.x_words, sidecar, "x") and _words_at(frame.y_words, sidecar, "y")
 
 
+def test_a_frame_reaches_where_most_grid_lines_end():
+    """dev chart 21, matplotlib's grayscale style: the right spine lies on the image's last
+    column and is not found, so the frame's last vertical line is a grid line 113 px short of
+    the panel's right edge; the horizontal grid lines run on to it, but for two that the legend
+    drawn over them ends early. Most of them end at the panel's edge, and so does the box."""
+    image, _, sidecar = draw_chart(dev_chart_params(load_params(ROOT / "params.yaml")), 21)
+    frame = find_frame(image)
+    assert frame.box[2] == pytest.approx(sidecar["plot_box"][2], abs=1.5)
+
+
 @pytest.mark.slow  # plotnine starts up: seconds
 def test_labels_found_alone_keep_the_panel_that_grid_lines_reach():
     """dev chart 38, theme_minimal: its lowest grid line lies far above the x labels, so the

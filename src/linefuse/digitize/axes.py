@@ -234,14 +234,17 @@ def _box_from_lines(
 
 def _reach(end: int, lasts: np.ndarray) -> int:
     """The last line one way (the right or top edge: `end`, as a coordinate growing outward)
-    moved out to where the lines the other way end in their own colour, where they agree
-    (within LINE_GAP px) and end beyond LINE_GAP px past it: a frame of grid lines alone
-    (theme_minimal) stops at its last grid line, short of the panel that the other lines span
-    and the curves fill. Not the left or bottom edge: the tick labels stand there, and lines
-    bridged into them end in their anti-aliased glyphs."""
-    if np.ptp(lasts) > LINE_GAP or lasts.min() <= end + LINE_GAP:
+    moved out to where the lines the other way end in their own colour, where most of them
+    (over half, within LINE_GAP px of their median) agree and end beyond LINE_GAP px past it: a
+    frame of grid lines alone (theme_minimal), or one whose far spine lies on the image's edge,
+    stops at its last grid line, short of the panel that the other lines span and the curves
+    fill; a legend drawn over some of those lines ends them early. Not the left or bottom edge:
+    the tick labels stand there, and lines bridged into them end in their anti-aliased
+    glyphs."""
+    shared = lasts[np.abs(lasts - np.median(lasts)) <= LINE_GAP]
+    if 2 * len(shared) <= len(lasts) or shared.min() <= end + LINE_GAP:
         return end
-    return int(np.median(lasts))
+    return int(np.median(shared))
 
 
 def _extent(starts: np.ndarray, ends: np.ndarray, crossing: np.ndarray) -> tuple[float, float]:
