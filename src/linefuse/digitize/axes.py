@@ -696,16 +696,12 @@ def _apart(column: list[Word]) -> bool:
     return float(np.median(steps)) >= LABEL_SPACING * float(np.median(heights))
 
 
-def _labels_farther_left(frame: Frame, text: np.ndarray) -> bool:
-    """Whether the y labels stand farther left than the words found beside the frame's box:
-    two words or fewer beside it (no spacing proves them labels), and a column of three or more
-    evenly spaced ones found alone, all left of the box. A frame of grid lines alone
-    (theme_minimal) starts at its first vertical grid line, right of the panel's left edge, and
-    what stands beside that line is a curve's bits."""
-    if len(frame.y_words) > 2:
-        return False
-    y_words = _labels_alone(text)[1]
-    return len(y_words) > 2 and all(w.box[2] < frame.box[0] for w in y_words)
+def _labels_farther_left(box: tuple[float, ...], y_words: list[Word]) -> bool:
+    """Whether the y labels found alone (`y_words`, evenly spaced) are a column of three or more
+    standing left of the lines' box. A frame of grid lines alone (theme_minimal) starts at its
+    first vertical grid line, right of the panel's left edge, and what stands beside that line
+    is a curve's bits."""
+    return len(y_words) > 2 and all(w.box[2] < box[0] for w in y_words)
 
 
 def _beside(box: tuple[float, ...], x_words: list[Word], y_words: list[Word]) -> bool:
@@ -739,7 +735,7 @@ def find_frame(image: np.ndarray) -> Frame | None:
     far = distance(image, bg)
     text = far > TEXT_INK
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
-    lined = None
+    lined, alone = None, None
     if box is not None:
         x_words, y_words = _label_words(text, box, far)
         offset = _offset_word(text, box) if x_words and y_words else None
@@ -749,9 +745,12 @@ def find_frame(image: np.ndarray) -> Frame | None:
         # labels stand farther out
         centres = [w.centre[0] for w in x_words]
         if x_words and y_words and (len(centres) < 3 or _evenly_spaced(centres)):
-            if not _labels_farther_left(lined, text):
+            if len(y_words) > 2:  # spaced: they are the y labels
                 return lined
-    x_words, y_words = _labels_alone(text)
+            alone = _labels_alone(text)  # two words or fewer beside it: no spacing proves them
+            if not _labels_farther_left(box, alone[1]):
+                return lined
+    x_words, y_words = alone if alone is not None else _labels_alone(text)
     if not x_words or not y_words:
         return lined
     if lined is not None and _beside(lined.box, x_words, y_words):
