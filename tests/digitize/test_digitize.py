@@ -482,12 +482,17 @@ def test_a_chart_with_no_frame_is_found_from_its_tick_labels():
 
 def _words_at(words, sidecar: dict, axis: str) -> bool:
     """Whether the words are the sidecar's tick labels of `axis`, one each, their centres along
-    the axis within 1.5 px (a label's drawn box holds its font's ascent and descent)."""
-    along = 0 if axis == "x" else 1
-    found = sorted(w.centre[along] for w in words)
+    the axis within 1.5 px (a label's drawn box holds its font's ascent and descent) and across
+    it within the label's box (not a tick mark beside it)."""
+    along, across = (0, 1) if axis == "x" else (1, 0)
+    found = sorted(words, key=lambda w: w.centre[along])
     boxes = [label["box"] for label in sidecar["tick_labels"] if label["axis"] == axis]
-    drawn = sorted((box[along] + box[along + 2]) / 2 for box in boxes)
-    return len(found) == len(drawn) and np.allclose(found, drawn, atol=1.5)
+    drawn = sorted(boxes, key=lambda box: box[along] + box[along + 2])
+    return len(found) == len(drawn) and all(
+        abs(w.centre[along] - (box[along] + box[along + 2]) / 2) <= 1.5
+        and box[across] - 1.5 <= w.centre[across] <= box[across + 2] + 1.5
+        for w, box in zip(found, drawn, strict=True)
+    )
 
 
 @pytest.mark.slow  # plotnine starts up: seconds
@@ -874,3 +879,51 @@ def test_labels_found_alone_keep_the_panel_that_grid_lines_reach():
     frame = find_frame(image)
     assert not len(frame.line_rows) and not len(frame.line_cols)  # the labels-alone box
     assert np.allclose(frame.box, sidecar["plot_box"], atol=3.5)
+
+
+def _decade_rows(sidecar: dict) -> np.ndarray:
+    """The pixel rows of a log y axis's decades, as the sidecar's plot box and limits place
+    them."""
+    _, top, _, bottom = sidecar["plot_box"]
+    low, high = np.log10(sidecar["ylim"])
+    decades = np.arange(np.ceil(low - 1e-9), np.floor(high + 1e-9) + 1)
+    return bottom + (decades - low) / (high - low) * (top - bottom)
+
+
+@pytest.mark.parametrize(("seed", "index"), [(119, 11), (121, 9)])
+def test_each_y_label_of_a_classic_log_axis_finds_its_tick_mark(seed, index):
+    """matplotlib's classic style, log y. Chart 9 of log focus set 121: its ticks point 2 px
+    out of the box, through the spine's anti-aliased column, the box's edge, so the 1 px left
+    beyond it was too short to be a mark. Chart 11 of set 119: its x labels are found alone
+    beside the lines' box (the ticks they label were not looked for), and its lowest decade's
+    tick lies on the box's corner, hidden in the x axis's spine; evenly spaced marks go on at
+    their step to the box's edges. Each label is placed at its tick, within a pixel of its
+    decade."""
+    image, sidecar = _log_focus_chart(seed, index)
+    frame = find_frame(image)
+    decades = _decade_rows(sidecar)
+    assert len(frame.y_words) == len(decades)
+    ticks = sorted(w.tick for w in frame.y_words if w.tick is not None)
+    assert len(ticks) == len(decades) and np.allclose(ticks, np.sort(decades), atol=1.0)
+
+
+def test_tick_marks_are_narrow_and_a_runs_centre_is_its_longest_columns():
+    """A curve meeting the edge as long as the ticks but 25 columns wide is no tick mark (it
+    had been one of six, and made them step unevenly); a log axis's minor ticks crowd the
+    major one below them into one run (classic style, log focus set 107, chart 25), whose
+    centre is the major's column."""
+    lengths = np.zeros(200, dtype=int)
+    lengths[7:32] = 6  # the curve
+    lengths[[100, 127, 154, 181]] = 6
+    lengths[[128, 129, 130]] = 2  # minor ticks beside a major
+    marks = _marks(lengths, lengths.astype(float))
+    assert marks.tolist() == [100.0, 127.0, 154.0, 181.0]
+
+
+@pytest.mark.slow  # plotnine starts up: seconds
+def test_short_tick_marks_whose_first_row_is_faint_are_no_labels():
+    """Log focus set 123, chart 25, plotnine's theme_gray: 3 px tick marks under the panel,
+    their first row too faint to count as text, start two rows under the box's edge, not one;
+    they were taken for the x labels (read as / and 8). The labels under them are found."""
+    image, sidecar = _log_focus_chart(123, 25)
+    assert _words_at(find_frame(image).x_words, sidecar, "x")

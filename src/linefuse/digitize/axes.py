@@ -30,6 +30,7 @@ MIN_GLYPH_PX = 3  # a digit is at least this tall; tick marks beside the axis ar
 WORD_GAP = 0.4  # of a digit's height: digits of one x label are closer than this
 TICK_PAD = 2  # px between the box's edge and a label: what starts nearer is a tick mark
 THIN = 2  # px: a tick mark's width at most
+WIDEST_MARK = 6  # px: a run of tick marks (a log axis's minors beside a major) is no wider
 MAX_GLYPH_PX = 20  # a tick label's glyph is no taller (titles' may be)
 MAX_GLYPHS = 1500  # more blobs than a chart's text has: a photo or noise
 EVEN = 0.25  # of the mean step: how much tick labels' steps may differ (rounding, text widths)
@@ -390,20 +391,32 @@ def _x_tick_marks(far: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
     """Centres of the x axis's labelled (major) tick marks (`far`: each pixel's distance from
     the background): pointing out of the box, else into it (the classic styles' ticks), else
     across its edge, a row or two each way (a small figure's in-and-out ticks, no longer than
-    the spine's anti-aliasing is wide); none unless three or more are evenly spaced."""
+    the spine's anti-aliasing is wide); none unless three or more are evenly spaced, and those
+    gone on at their step to the box's edges (_to_edges)."""
     left, _, right, bottom = (int(round(v)) for v in box)
     start = max(left - 1, 0)
     columns = far[:, start : right + 1]
-    return _tick_marks(columns[bottom:], columns[:bottom][::-1]) + start
+    return _to_edges(_tick_marks(columns[bottom:], columns[:bottom][::-1]) + start, left, right)
 
 
 def _y_tick_marks(far: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
     """Centres of the y axis's labelled tick marks, as _x_tick_marks finds the x axis's: out of
-    the box's left edge, else into it, else across it."""
+    the box's left edge (from the edge's own column, as the x axis's from its row: the spine's
+    anti-aliased column that a mark crosses), else into it, else across it."""
     left, top, _, bottom = (int(round(v)) for v in box)
     start = max(top - 1, 0)
     rows = far[start : bottom + 1].T  # the image's columns as rows, from its left edge
-    return _tick_marks(rows[:left][::-1], rows[left:]) + start
+    return _to_edges(_tick_marks(rows[: left + 1][::-1], rows[left:]) + start, top, bottom)
+
+
+def _to_edges(ticks: np.ndarray, start: float, end: float) -> np.ndarray:
+    """Evenly spaced tick marks gone on at their step to the box's edges (`start`, `end`, a
+    pixel's slack each way): a mark on the box's corner is hidden in the other axis' spine."""
+    if not len(ticks):
+        return ticks
+    step = float(np.median(np.diff(ticks)))
+    before = np.arange(ticks[0] - step, start - 1, -step)[::-1]
+    return np.concatenate([before, ticks, np.arange(ticks[-1] + step, end + 1, step)])
 
 
 def _tick_marks(out: np.ndarray, into: np.ndarray) -> np.ndarray:
@@ -437,8 +450,9 @@ def _at_ticks(words: list[Word], ticks: np.ndarray, axis: int) -> list[Word]:
 
 def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each column of `band` (`far` values, rows going away from the box's edge), how many
-    rows from the first beyond the spine's are inked, and how dark its first TICK_ROWS of them
-    are (summed `far`); no length where TICK_ROWS rows of most columns are inked (a line), nor
+    rows from the first beyond the spine's are inked (one more where the mark crosses the
+    spine's last anti-aliased row, darker than that row), and how dark its first TICK_ROWS of
+    them are (summed `far`); no length where TICK_ROWS rows of most columns are inked (a line), nor
     in a column inked over half the band (a vertical spine or grid line). Ink is measured from
     the band's own ground, its median: the inward band of a coloured panel is the panel's
     colour, which is all ink against the page (a classic style's ticks point into it)."""
@@ -446,23 +460,29 @@ def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ink = band > INK
     if len(ink) > 1 and ink[0].mean() <= TICK_SHARE < ink[1].mean():
         ink, band = ink[1:], band[1:]  # the box's edge a row short of its spine (a panel's edge)
+    rim = np.zeros(ink.shape[1], dtype=int)
     while len(ink) and ink[0].mean() > TICK_SHARE:  # the spine's anti-aliased rows
+        rim = np.abs(band[0] - np.median(band[0])) > INK  # a mark darker than the rim crosses it
         ink, band = ink[1:], band[1:]
     weights = band[:TICK_ROWS].sum(axis=0)
     if ink.shape[0] < TICK_ROWS or ink[:TICK_ROWS].all(axis=0).mean() > TICK_SHARE:
         return np.zeros(ink.shape[1], dtype=int), weights
     lengths = np.argmin(np.vstack([ink, np.zeros((1, ink.shape[1]), bool)]), axis=0)
+    lengths = np.where(lengths > 0, lengths + rim, 0)
     return np.where(lengths > ink.shape[0] / 2, 0, lengths), weights
 
 
 def _marks(lengths: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Centres of the runs of columns whose `lengths` are TICK_ROWS or more, the longest
     (MAJOR), when three or more are evenly spaced; else none. Ticks are as long as one another:
-    the longest is the longest length that three runs share (within a pixel), and a longer run
-    is a curve or a line meeting the edge, no tick. Each centre is its columns' centre weighted
+    the longest is the longest length that three runs share (within a pixel), and a longer run,
+    or one wider than WIDEST_MARK, is a curve or a line meeting the edge, no tick. A run's
+    centre is that of its longest columns (a log axis's minor ticks crowd its majors), weighted
     by their darkness (`weights`): an anti-aliased mark's shades say where in its pixels it
     lies."""
-    marks = list(zip(*runs(lengths >= TICK_ROWS), strict=True))
+    marks = [
+        (a, b) for a, b in zip(*runs(lengths >= TICK_ROWS), strict=True) if b - a <= WIDEST_MARK
+    ]
     if not marks:
         return np.zeros(0)
     longest = np.array([lengths[a:b].max() for a, b in marks])
@@ -471,7 +491,7 @@ def _marks(lengths: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.zeros(0)
     reference = max(shared)
     centres = [
-        _mark_centre(weights[a:b]) + a
+        _mark_centre(np.where(lengths[a:b] >= MAJOR * n, weights[a:b], 0.0)) + a
         for (a, b), n in zip(marks, longest, strict=True)
         if MAJOR * reference <= n <= reference + 1
     ]
@@ -586,12 +606,13 @@ def _label_words(
 def _tick_mark(glyph: tuple[int, int, int, int], box: tuple[int, ...]) -> bool:
     """Whether a glyph under the box is an x tick mark, starting within the labels' pad from
     the box's edge: at most THIN px wide (a "1" that close to the edge is misjudged), no taller
-    than MIN_GLYPH_PX (ggplot's thick, short marks, three pixels square), or across the box's
-    left or right edge (the x and y axes' tick marks meeting at a corner)."""
+    than MIN_GLYPH_PX (ggplot's thick, short marks, three pixels square; such a mark may start
+    a row farther, its first row too faint for text), or across the box's left or right edge
+    (the x and y axes' tick marks meeting at a corner)."""
     left, _, right, bottom = box
-    if glyph[1] >= bottom + TICK_PAD:
-        return False
     thin, short = glyph[2] - glyph[0] <= THIN, glyph[3] - glyph[1] <= MIN_GLYPH_PX
+    if glyph[1] >= bottom + TICK_PAD + short:
+        return False
     return thin or short or any(glyph[0] <= edge < glyph[2] for edge in (left, right))
 
 
@@ -754,7 +775,10 @@ def find_frame(image: np.ndarray) -> Frame | None:
     if not x_words or not y_words:
         return lined
     if lined is not None and _beside(lined.box, x_words, y_words):
-        # the lines frame the plot; the words under it were split where they are not
+        # the lines frame the plot, and their tick marks the labels; the words under it were
+        # split where they are not
+        x_words = _at_ticks(x_words, _x_tick_marks(far, lined.box), 0)
+        y_words = _at_ticks(y_words, _y_tick_marks(far, lined.box), 1)
         return replace(lined, x_words=x_words, y_words=y_words)
     box = _box_from_labels(x_words, y_words, image.shape)
     if lined is not None:
