@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from linefuse.digitize.axes import Word
@@ -16,6 +17,7 @@ from linefuse.digitize.calibrate import (
     _multiplier,
     _points_dropped,
     _separators_read_as_points,
+    _spacing,
     fit_axis,
     parse,
 )
@@ -556,3 +558,40 @@ def test_two_misread_points_set_no_decimals_on_an_axis_read_without_them():
     assert axis.direction == "descending"
     assert sorted(t.value for t in axis.used) == [500.0 * k for k in (1, 2, 3, 4, 5, 6, 8)]
     assert axis.value(78.0) == pytest.approx(3500.0, rel=0.005)
+
+
+def test_a_log_axis_with_a_label_not_found_steps_by_its_labels_spacing():
+    """Log focus set 107, chart 10: 10^4, 10^3 and 10^1 found, 10^2 not (45 px between
+    decades). The steps between the words found, 45.5 and 90.5 px, are one and two spacings:
+    the spacing is 45, not their median (68, a decade and a half), and the axis is log."""
+    ticks = []
+    for index, (position, power) in enumerate([(13.5, 4), (59.0, 3), (149.5, 1)]):
+        word = Word((22.0, position - 5.0, 40.0, position + 5.0))
+        ticks += _candidates("y", index, word, [f"10^{power}"])
+    axis = fit_axis("y", ticks)
+    assert axis.scale == "log" and len(axis.used) == 3
+    assert axis.value(104.25) == pytest.approx(100.0, rel=0.02)
+
+
+def test_a_log_axis_round_step_is_whole_decades():
+    """Log focus set 117, chart 2: 10^1 and 10^0 read 43.5 px apart, and a piece of 10^-1's
+    exponent read as 1 40.5 px under 10^0. That piece and 10^1 make a step of half a decade a
+    spacing, round on a linear axis (5 times a power of ten) but no log axis's: the pair that
+    steps a whole decade is the fit."""
+    ticks = []
+    for index, (position, text) in enumerate([(66.0, "10^0"), (22.5, "10^1"), (106.5, "1")]):
+        word = Word((22.0, position - 4.0, 34.0, position + 4.0))
+        ticks += _candidates("y", index, word, [text])
+    axis = fit_axis("y", ticks)
+    assert axis.scale == "log"
+    assert sorted(t.value for t in axis.used) == [1.0, 10.0]
+
+
+def test_labels_a_few_pixels_apart_set_no_spacing():
+    """dev2 chart 113: 1500 found as two words, 1 and 500, 7.5 px apart among labels 28-29 px
+    apart. Each step is close to a whole number of 7.5 px spacings (3.8, 3.9), yet the labels'
+    spacing is their usual step: only a label or two not found (a step two or three times the
+    smallest) make a longer one."""
+    positions = np.array([31.75, 60.25, 89.0, 118.0, 140.5, 148.0, 176.0, 204.25])
+    assert _spacing(positions) == pytest.approx(28.4, abs=0.5)
+    assert _spacing(np.array([13.5, 59.0, 149.5])) == pytest.approx(45.3, abs=0.3)

@@ -41,6 +41,8 @@ SURE_TICKS = 3  # Tesseract's readings that agree, beyond which the label reader
 CLEARLY_MORE = 2  # ... this many more ticks to win, or as many with a residual under TIGHTER
 TIGHTER = 0.5  # of Tesseract's fit's (which is over TIGHTER px)
 MAX_DECIMALS = 4  # of a tick label
+WHOLE_STEPS = 0.15  # of a spacing: how far from a whole number of spacings found labels may stand
+DECADE_SLACK = 0.1  # of a decade: neighbouring labels of a log axis are whole decades apart
 LOG_TICKS = 4  # ticks a log fit must keep to win on its residual alone
 POWER_GUESS = 0.5  # what Tesseract's reading of a power counts beside the label reader's (_support)
 LOG_GAIN = 0.5  # a log fit wins when its residual is below this share of the linear fit's
@@ -480,7 +482,8 @@ def _robust_fit(
         # read where 10^3, 10^2, 10^1 are drawn); then, where labels were read as powers, the
         # line whose ticks more readers read (_support: the label reader's guesses are right
         # far more often than Tesseract's)
-        nice = _nice_step(slope, read.spacing)
+        # a log axis's round step is a whole number of decades
+        nice = (_decades if read.log else _nice_step)(slope, read.spacing)
         every_word = bool(inliers.sum() == len(read.texts) > MIN_TICKS)
         key = (
             bool(inliers.sum() > MIN_TICKS or nice),
@@ -627,9 +630,17 @@ def _matched(expected: tuple[str | None, ...], texts: tuple[tuple[str, ...], ...
 
 
 def _spacing(points: np.ndarray) -> float:
-    """The usual pixel distance between neighbouring tick positions; inf with one position."""
+    """The usual pixel distance between neighbouring tick positions; inf with one position.
+    Where every step is one, two or three times the smallest (within WHOLE_STEPS of it), one or
+    two labels not found between two leave a longer step: the median of the steps, each over
+    its number of spacings."""
     steps = np.diff(np.unique(np.round(points, 1)))
-    return float(np.median(steps)) if len(steps) else math.inf
+    if not len(steps):
+        return math.inf
+    multiples = np.round(steps / steps.min())
+    if multiples.max() <= 3 and np.all(np.abs(steps / steps.min() - multiples) <= WHOLE_STEPS):
+        steps = steps / multiples
+    return float(np.median(steps))
 
 
 def _tick_step(slope: float, spacing: float) -> float | None:
@@ -652,7 +663,8 @@ def _nice_step(slope: float, spacing: float) -> bool:
 def _decades(slope: float, spacing: float) -> bool:
     """Whether neighbouring ticks of a log fit are a whole number of decades apart."""
     step = _tick_step(slope, spacing)
-    return step is not None and step >= 0.97 and abs(step - round(step)) < 0.03 * round(step)
+    whole = round(step) if step is not None else 0
+    return whole >= 1 and abs(step - whole) < DECADE_SLACK * whole
 
 
 def _one_decade(slope: float, spacing: float) -> bool:
