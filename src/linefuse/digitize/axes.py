@@ -456,6 +456,8 @@ def _lengths(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     in a column inked over half the band (a vertical spine or grid line). Ink is measured from
     the band's own ground, its median: the inward band of a coloured panel is the panel's
     colour, which is all ink against the page (a classic style's ticks point into it)."""
+    if not len(band):  # the box's edge on the image's
+        return np.zeros(band.shape[1], dtype=int), np.zeros(band.shape[1])
     band = np.abs(band - np.median(band))
     ink = band > INK
     if len(ink) > 1 and ink[0].mean() <= TICK_SHARE < ink[1].mean():
@@ -548,12 +550,12 @@ def _beyond(ticks: np.ndarray, box: tuple[float, ...]) -> np.ndarray:
 
 
 def _label_words(
-    text: np.ndarray, box: tuple[float, ...], far: np.ndarray
+    text: np.ndarray, box: tuple[float, ...], ticks: tuple[np.ndarray, np.ndarray]
 ) -> tuple[list[Word], list[Word]]:
     """Words below the box (x tick labels: the first line of text under it, split at the tick
     marks where labels crowd) and left of it (y tick labels: right-aligned, the column of words
-    nearest the box), each at the tick mark it labels where one is found (`far`: each pixel's
-    distance from the background)."""
+    nearest the box), each at the tick mark it labels where one is found (`ticks`: the x and y
+    axes' marks)."""
     left, top, right, bottom = (int(round(v)) for v in box)
     found = _glyphs(text)
     glyphs = [g for g in found if not _speck(g)]
@@ -581,8 +583,8 @@ def _label_words(
     if lines and min(g[1] for g in lines[0]) <= bottom + reach:
         # the first line under the box; its labels are farther apart than their digits
         line = _with_points(lines[0], specks)
-        ticks = _x_tick_marks(far, box)
-        x_words = _at_ticks(_split_at_ticks(_words(line, WORD_GAP * size), ticks), ticks, 0)
+        words = _split_at_ticks(_words(line, WORD_GAP * size), ticks[0])
+        x_words = _at_ticks(words, ticks[0], 0)
     # y labels: one a line, right-aligned near the box; the axis title beside them is farther
     # than a word's gap, and a flat glyph at a line's end is a tick mark; a y label is level
     # with a tick inside the box's rows, so it starts above the box's bottom (an x label that
@@ -600,7 +602,7 @@ def _label_words(
     if y_words:  # right-aligned: the words whose right edge is near the rightmost one's
         edge = max(w.box[2] for w in y_words)
         y_words = [w for w in y_words if w.box[2] >= edge - size / 2]
-    return x_words, _at_ticks(y_words, _y_tick_marks(far, box), 1)
+    return x_words, _at_ticks(y_words, ticks[1], 1)
 
 
 def _tick_mark(glyph: tuple[int, int, int, int], box: tuple[int, ...]) -> bool:
@@ -758,7 +760,8 @@ def find_frame(image: np.ndarray) -> Frame | None:
     box, rows, cols = _box_from_lines(image[..., :3], far > INK)
     lined, alone = None, None
     if box is not None:
-        x_words, y_words = _label_words(text, box, far)
+        ticks = (_x_tick_marks(far, box), _y_tick_marks(far, box))
+        x_words, y_words = _label_words(text, box, ticks)
         offset = _offset_word(text, box) if x_words and y_words else None
         lined = Frame(bg, box, rows, cols, x_words, y_words, offset)
         # three words or more under the box that do not step evenly are no tick labels: the
@@ -777,8 +780,7 @@ def find_frame(image: np.ndarray) -> Frame | None:
     if lined is not None and _beside(lined.box, x_words, y_words):
         # the lines frame the plot, and their tick marks the labels; the words under it were
         # split where they are not
-        x_words = _at_ticks(x_words, _x_tick_marks(far, lined.box), 0)
-        y_words = _at_ticks(y_words, _y_tick_marks(far, lined.box), 1)
+        x_words, y_words = _at_ticks(x_words, ticks[0], 0), _at_ticks(y_words, ticks[1], 1)
         return replace(lined, x_words=x_words, y_words=y_words)
     box = _box_from_labels(x_words, y_words, image.shape)
     if lined is not None:
