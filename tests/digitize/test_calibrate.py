@@ -595,3 +595,15 @@ def test_labels_a_few_pixels_apart_set_no_spacing():
     positions = np.array([31.75, 60.25, 89.0, 118.0, 140.5, 148.0, 176.0, 204.25])
     assert _spacing(positions) == pytest.approx(28.4, abs=0.5)
     assert _spacing(np.array([13.5, 59.0, 149.5])) == pytest.approx(45.3, abs=0.3)
+
+
+def test_values_other_than_powers_of_ten_make_no_log_axis():
+    """A restored chart of dev2 (chart 54, lowres at hard): its y labels read 0.5, 6.0 and 60,
+    24 px apart, about a decade a spacing. A log axis labels powers of ten; such a line is
+    misreads, and was read as a log axis 10^5 times off."""
+    ticks = []
+    for index, (position, text) in enumerate([(54.5, "0.5"), (78.5, "6.0"), (103.0, "60")]):
+        word = Word((17.0, position - 4.0, 29.0, position + 4.0))
+        ticks += _candidates("y", index, word, [text])
+    axis = fit_axis("y", ticks)
+    assert axis is None or axis.scale == "linear"

@@ -770,12 +770,15 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
     positive = values > 0
     # two ticks fit any scale: a log axis needs a third to tell, or powers of ten
     if len(np.unique(words[positive])) >= 3 or len(np.unique(words[power])) >= MIN_TICKS:
-        logs = np.where(positive, np.log10(np.where(positive, values, 1.0)), np.nan)
+        logs = np.log10(np.where(positive, values, 1.0))
+        # a log axis labels powers of ten (1, 10, 100; 10^n): other values in line on a log
+        # scale are misreads (a restoration's 0.5, 6.0 and 60 a decade a spacing apart)
+        decade = positive & np.isclose(logs, np.round(logs), rtol=0.0, atol=1e-6)
         fit = _directed(
-            points[positive],
-            logs[positive],
-            words[positive],
-            preferred[positive],
+            points[decade],
+            logs[decade],
+            words[decade],
+            preferred[decade],
             tolerance,
             direction,
             replace(Readings.of(candidates), log=True, powers=_read_as_powers(good)),
@@ -783,8 +786,8 @@ def _fit(name: str, candidates: list[Tick], ticks: list[Tick]) -> Axis | None:
         # a log axis labels whole decades (1, 10, 100): evenly spaced labels in another ratio
         # (10000, 20000, 40000: a misread linear axis) are no log axis
         if fit is not None and _decades(fit[1], _spacing(points[positive])):
-            # inliers over all ticks: the non-positive ones are off a log axis
-            fits["log"] = _over(fit, positive)
+            # inliers over all ticks: the other ones are off a log axis
+            fits["log"] = _over(fit, decade)
     written = power | np.array([bool(ONE_E.fullmatch(normalise(t.text))) for t in good], bool)
     scale = _better(fits, written)
     if scale is None:
