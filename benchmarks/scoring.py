@@ -57,7 +57,7 @@ def main() -> None:
                     meta = {"domain": domain, "params": drawn}
                     stand_in = baselines(blurred, domain, drawn, params.eval.baselines)["unsharp"]
                     task = (blurred, sharp, meta, {model: stand_in}, truth, shown, params.eval)
-                    tasks.append((*task, [], False))  # no tick labels read: scoring alone
+                    tasks.append((*task, [], False, None))  # no labels read, no chart digitized
     seconds, results = {}, {}
     for name, workers in (("one_process", 1), ("workers", args.workers)):
         started = time.perf_counter()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import subprocess
+import sys
 from contextlib import chdir
 from pathlib import Path
 
@@ -652,3 +654,22 @@ def test_per_domain_adapters_are_scored_beside_the_curriculum(trained_project, t
             if f"model_{kind}_s4" in cell
         ]
         assert report["summary"][f"adapt_gain_{kind}_s4"] == pytest.approx(np.mean(extra), abs=1e-3)
+
+
+def test_a_scoring_worker_that_dies_is_an_error_not_a_hang():
+    """A scoring worker killed mid-task (out of memory, a signal) fails evaluate at once: the
+    map raises instead of waiting for a result that never comes."""
+    script = (
+        "import os\n"
+        "from concurrent.futures.process import BrokenProcessPool\n"
+        "from linefuse.evaluate.scoring import scoring_map\n"
+        "try:\n"
+        "    with scoring_map(2) as mapper:\n"
+        "        list(mapper(os._exit, [1, 1, 1]))\n"
+        "except BrokenProcessPool:\n"
+        "    print('broken')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "broken", done.stderr[-2000:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -283,13 +284,21 @@ def scoring_map(workers: int) -> Iterator[Callable]:
     Scoring (baselines, SSIM, reading the curve back) runs on one core while the model runs on
     all of them, so a few scorers beside it shorten evaluate with the same scores
     (benchmarks/scoring.py). The workers are forked when evaluate starts, before the model is
-    built, and results come back in task order.
+    built, and results come back in task order. An executor rather than multiprocessing's Pool:
+    a worker that dies raises BrokenProcessPool where a Pool waits for it forever, and an error
+    cancels the tasks not yet started instead of terminating workers mid-write.
     """
     if workers <= 1:
         yield _map_in_one_thread
         return
-    with get_context("fork").Pool(workers, initializer=_one_thread) as pool:
-        yield lambda function, tasks: pool.imap(function, tasks)
+    fork = get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=fork, initializer=_one_thread) as pool:
+        pool.submit(int).result()  # a fork executor forks all its workers at the first task
+        try:
+            yield pool.map
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
 
 
 def _sharp_of(scores: Scores, image_id: str, sharp: np.ndarray, truth: ChartTruth | None):
