@@ -66,6 +66,9 @@ BLEND_TINT = 28.0
 THIN_SHADOW = 0.5
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
 RIM_SHARE = 0.9  # of a colour's further path's columns on another colour's line: that line's rim
+# of a marked, broken path's columns on other colours' lines: their markers' dark edges, followed
+# from marker to marker (matplotlib's classic style edges markers in black)
+MARKS_SHARE = 0.8
 GRID_SPAN = 0.35  # of the box's width (height): a row (column) this much in a grid line's colour
 GRID_TINT = 12.0  # RGB distance from a grid line's colour of the pixels that hold that line
 # a path is its colour's when pixels of that colour (within SAME_COLOUR) lie on it in this share
@@ -468,17 +471,22 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
         colour_rgb = tuple(float(round(v)) for v in colour)
         paths = _paths(box, background, rows, cols, colour, width, hidden)
         for index, (path, centres, marked) in enumerate(paths):
-            if not _own(box, colour, width, path, centres - rows[0]):
+            owned = _owned(box, colour, width, path, centres - rows[0])
+            if owned.mean() < OWN_SHARE:  # another, darker line followed as its blend
                 continue
-            if _text_line(colour, path, centres, size, len(cols)):
+            if _text_line(colour, path[owned], centres[owned], size, len(cols)):
                 continue
             fill = _fill(path, hidden)
             traces.append(Trace(colour_rgb, width, fill, marked, cols[path], centres))
             if index:
                 further.append(traces[-1])
-    rims = [t for t in further if _on(t, [o for o in traces if o.colour != t.colour])]
-    traces = [t for t in traces if not any(t is rim for rim in rims)]
-    return _names(_without_shadows(traces, background)[:MAX_SERIES], entries), filled, entries
+    rims = [t for t in further if _on(t, [o for o in traces if o.colour != t.colour], RIM_SHARE)]
+    traces = _without_shadows([t for t in traces if not any(t is rim for rim in rims)], background)
+    for trace in sorted(traces, key=lambda t: len(t.columns)):  # of two alike, the shorter goes
+        others = [o for o in traces if o.colour != trace.colour]
+        if trace.marked and trace.dashed and _on(trace, others, MARKS_SHARE):
+            traces = [t for t in traces if t is not trace]
+    return _names(traces[:MAX_SERIES], entries), filled, entries
 
 
 def _framed(
@@ -502,25 +510,26 @@ def _framed(
     return rows, columns
 
 
-def _own(
+def _owned(
     box: np.ndarray, colour: np.ndarray, width: float, path: np.ndarray, centres: np.ndarray
-) -> bool:
-    """Whether pixels of `colour` lie on the path (within half its width and a pixel of its
-    centre row) in OWN_SHARE of its columns: not another, darker line followed as its blend."""
+) -> np.ndarray:
+    """Which of the path's columns hold pixels of `colour` on it (within half its width and a
+    pixel of its centre row); `centres` are box rows."""
     reach = width / 2 + 1
     own = distance(box[:, path], colour) <= SAME_COLOUR
     rows = np.arange(len(box))[:, None]
     near = np.abs(rows + 0.5 - centres[None, :]) <= reach
-    return bool((own & near).any(axis=0).mean() >= OWN_SHARE)
+    return (own & near).any(axis=0)
 
 
 def _text_line(
     colour: np.ndarray, path: np.ndarray, centres: np.ndarray, size: float, width: int
 ) -> bool:
-    """Whether a path is a line of text followed as a series (NOTE_SPAN, NOTE_ROWS): a note
-    written beside a peak, with its arrow, or a legend's names where no legend was found. Text
-    is grey or black (GREY_SPREAD); a grey series this short and this flat is a rarer thing
-    than a note (docs/experiments.md)."""
+    """Whether a path, in the columns it holds its colour (_owned), is a line of text followed
+    as a series (NOTE_SPAN, NOTE_ROWS): a note written beside a peak, with its arrow (the
+    follower may go on along another colour's anti-aliased flank), or a legend's names where no
+    legend was found. Text is grey or black (GREY_SPREAD); a grey series this short and this
+    flat is a rarer thing than a note (docs/experiments.md)."""
     return (
         float(np.ptp(colour)) <= GREY_SPREAD
         and path[-1] - path[0] <= NOTE_SPAN * width
@@ -572,17 +581,18 @@ def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
     return 0.0 <= along <= 1.0 and off <= BLEND_TINT
 
 
-def _on(trace: Trace, lines: list[Trace]) -> bool:
+def _on(trace: Trace, lines: list[Trace], share: float) -> bool:
     """Whether `trace`'s path lies on `lines`' strokes (within half a line's width and a pixel
-    of its centre row) in RIM_SHARE of its columns: a colour's further path that only follows
+    of its centre row) in `share` of its columns: a colour's further path that only follows
     another colour's line is that line's rim, passing for this colour's blend (a navy line's
-    anti-aliased edges for a grey series: _paths follows it once the grey line is erased)."""
+    anti-aliased edges for a grey series: _paths follows it once the grey line is erased), and a
+    marked, broken path that does is their markers' edges (RIM_SHARE, MARKS_SHARE)."""
     on = np.zeros(len(trace.columns), dtype=bool)
     for line in lines:
         inside = (trace.columns >= line.columns.min()) & (trace.columns <= line.columns.max())
         rows = np.interp(trace.columns[inside], line.columns, line.rows)
         on[inside] |= np.abs(trace.rows[inside] - rows) <= line.linewidth_px / 2 + 1
-    return bool(on.mean() >= RIM_SHARE)
+    return bool(on.mean() >= share)
 
 
 def _along(trace: Trace, lines: list[Trace]) -> bool:
