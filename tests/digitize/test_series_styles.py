@@ -248,3 +248,31 @@ def test_a_marked_lines_dark_marker_edges_are_no_series(tmp_path, chart_set, see
     result = digitize(load_rgb(png))
     assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
     assert score(result, png)["line_score"] > 0.8
+
+
+@needs_tesseract
+def test_a_legend_entry_with_a_curve_beside_its_sample_is_found():
+    """Chart 58 of the dev recipe drawn with seed 9 (matplotlib's seaborn whitegrid style, three
+    series under a legend): a curve runs on beside the dash-dot blue sample, so its ends were not
+    bare and the legend was found with two entries, the blue series unnamed. Searched again in
+    the legend's columns alone, the third entry is found and names it."""
+    image, _, _ = draw_chart(dev_chart_params(load_params(ROOT / "params.yaml"), 9), 58)
+    result = digitize(image)
+    assert len(result.legend) == 3
+    blue = next(s for s in result.series if s.colour[2] > 150 and s.colour[0] < 100)
+    assert blue.name == "Sample B"
+
+
+@needs_tesseract
+@pytest.mark.parametrize("seed, index", [(9, 89), (11, 105)])
+def test_a_faint_fringe_is_no_series(tmp_path, seed, index):
+    """Charts 89 and 105 of the dev recipe drawn with seeds 9 and 11 (matplotlib's classic and
+    grayscale styles): a pixel-thin trace in a pale blend of the page and a series' colour
+    (a fifth of the way to it: anti-aliased edges, chart 89's along the legend frame's top left
+    outside the legend taken out) ran beside no line in half its columns: a series too many
+    (task-6b 0.66 and 0.58). A fringe that faint is no series wherever it runs."""
+    write_chart(dev_chart_params(load_params(ROOT / "params.yaml"), seed), tmp_path, index)
+    png = tmp_path / f"chart_{index:05d}.png"
+    result = digitize(load_rgb(png))
+    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
+    assert score(result, png)["line_score"] > 0.85

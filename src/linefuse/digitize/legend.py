@@ -9,6 +9,8 @@ starting at one column. The entries are found for each colour of ink before the 
 followed, so that the legend can be taken out of the series' ink: the follower would take a
 sample, or letters in a series' colour, for part of a curve. Two entries at least make a
 legend: one stroke with a word beside it may be an annotation, and one series needs no name.
+Where a legend lies over the curves, one may run on beside a sample, whose ends are then not
+bare: once two entries make a legend, its columns alone are searched again for the rest.
 """
 
 from __future__ import annotations
@@ -176,7 +178,47 @@ def find_legend(
                 break
         else:
             legends.append([entry])
-    return max([legend for legend in legends if len(legend) >= 2], key=len, default=[])
+    legend = max([legend for legend in legends if len(legend) >= 2], key=len, default=[])
+    return _completed(legend, box, background, colours, widths, size, origin) if legend else []
+
+
+def _completed(
+    legend: list[Entry],
+    box: np.ndarray,
+    background: np.ndarray,
+    colours: list[np.ndarray],
+    widths: list[float],
+    size: float,
+    origin: tuple[int, int],
+) -> list[Entry]:
+    """The legend and the entries it stacks whose samples' ends are not bare where the whole box
+    is seen (a curve runs on beside the sample, under or through the legend): found again in
+    the legend's columns alone, from its samples' column to its texts' end, each starting where
+    the legend's samples start (ALIGN_PX) and stacked on an entry already in (SPACING)."""
+    col = origin[1]
+    left = max(round(min(e.sample[0] for e in legend)) - col - ALIGN_PX - 1, 0)
+    right = round(max(e.text[2] for e in legend)) - col + 1
+    banded = box.copy()
+    banded[:, :left] = banded[:, right:] = background.astype(np.uint8)
+    text = distance(banded, background) > TEXT_CONTRAST
+    aligned = [
+        entry
+        for colour, width in zip(colours, widths, strict=True)
+        for entry in _entries_of(banded, background, colour, width, size, text, origin)
+        # a curve cut off at the band's left edge starts there: no sample
+        if abs(entry.sample[0] - legend[0].sample[0]) <= ALIGN_PX and entry.sample[0] - col > left
+    ]
+    found = list(legend)
+    for entry in sorted(aligned, key=lambda e: _distance(e, legend)):
+        rows_apart = [abs(entry.sample[1] - e.sample[1]) for e in found]
+        if min(rows_apart) > ALIGN_PX and min(rows_apart) <= SPACING * size:
+            found.append(entry)
+    return sorted(found, key=lambda e: e.sample[1])
+
+
+def _distance(entry: Entry, legend: list[Entry]) -> float:
+    """Rows from an entry's sample to the nearest of the legend's."""
+    return min(abs(entry.sample[1] - e.sample[1]) for e in legend)
 
 
 def area(entries: list[Entry], size: float) -> tuple[float, float, float, float]:

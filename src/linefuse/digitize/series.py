@@ -36,6 +36,7 @@ MIN_SPAN = 0.15  # of the box's width: columns a path must cover to be a series
 SOLID_COVER = 0.9  # share of its span a solid line's path covers; less is dashed (or dotted)
 MAX_SERIES = 8
 EDGE_SHARE = 0.6  # of a colour's core pixels beside a stronger colour's: it is that one's edge
+MIN_WIDTH_PX = 1.0  # the least width a line is given: a stroke's summed coverage in a column
 MAX_WIDTH_PX = 10.0  # a line is thinner than this and than MAX_WIDTH_SHARE of the box's height:
 MAX_WIDTH_SHARE = 0.08  # wider ink in most columns is a bar or a filled area
 LINE_TINT = INK  # a grid line differs from the plot background by this much
@@ -64,6 +65,10 @@ BLEND_TINT = 28.0
 # and only its shadow within one line width (matplotlib's grayscale style draws a 0.4 grey
 # series beside a black one)
 THIN_SHADOW = 0.5
+# of the way from the plot background to a stronger trace's colour: a trace a pixel thin
+# (MIN_WIDTH_PX) and paler than this, in a blend of the two, is a stroke's anti-aliased fringe
+# wherever it runs (a legend frame's edge beyond the legend taken out, a rim left of a line)
+FAINT = 0.3
 SHADOW_SHARE = 0.5  # of a pale trace's columns along a stronger line: that line's shadow
 RIM_SHARE = 0.9  # of a colour's further path's columns on another colour's line: that line's rim
 # of a marked, broken path's columns on other colours' lines: their markers' dark edges, followed
@@ -250,7 +255,9 @@ def _width(ink: np.ndarray) -> float:
     strokes = np.diff(ink > EDGE_INK, axis=0, prepend=False).sum(axis=0) / 2
     sums = ink.sum(axis=0)
     inked = (sums > 0.5) & (strokes > 0)
-    return float(max(np.median(sums[inked] / np.ceil(strokes[inked])), 1.0)) if inked.any() else 1.0
+    if not inked.any():
+        return MIN_WIDTH_PX
+    return float(max(np.median(sums[inked] / np.ceil(strokes[inked])), MIN_WIDTH_PX))
 
 
 def _text_size(frame: Frame) -> float:
@@ -554,9 +561,10 @@ def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]
     stronger trace's with the background (its anti-aliased edges) or of two stronger traces'
     (where they overlap), whose path runs along such traces (_along: within APART line widths
     of one where it is thin, one line width where it is as thick as a line; APART_PX at least)
-    in SHADOW_SHARE of its columns. The colour clusters keep a blend apart from its
-    line where a noisy or thin line has more edge pixels than core, or two lines share a
-    stretch; a series of its own runs apart from any line whose blend it looks like."""
+    in SHADOW_SHARE of its columns; and a faint fringe wherever it runs (_faint). The colour
+    clusters keep a blend apart from its line where a noisy or thin line has more edge pixels
+    than core, or two lines share a stretch; a series of its own runs apart from any line whose
+    blend it looks like."""
     strength = [float(distance(np.array(t.colour), background)) for t in traces]
     order = np.argsort(strength)[::-1]  # strongest first: a shadow is paler than its line
     kept: list[Trace] = []
@@ -566,7 +574,7 @@ def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]
         ends += [(np.array(a.colour), np.array(b.colour)) for a in kept for b in kept if a is not b]
         lines = [k for k in kept if _blend_of(np.array(trace.colour), *(background, k.colour))]
         blended = any(_blend_of(np.array(trace.colour), *pair) for pair in ends)
-        if blended and _along(trace, lines or kept):
+        if (blended and _along(trace, lines or kept)) or _faint(trace, kept, background):
             continue
         kept.append(trace)
     return [t for t in traces if any(t is k for k in kept)]
@@ -610,3 +618,17 @@ def _along(trace: Trace, lines: list[Trace]) -> bool:
         rows = trace.rows[inside]
         near[inside] |= (rows >= spans.min(axis=0) - reach) & (rows <= spans.max(axis=0) + reach)
     return bool(near.sum() >= SHADOW_SHARE * len(trace.columns))
+
+
+def _faint(trace: Trace, lines: list[Trace], background: np.ndarray) -> bool:
+    """Whether `trace` is a pixel thin (MIN_WIDTH_PX) and a blend of the background with one
+    of `lines`' colours (BLEND_TINT) less than FAINT of the way to it: a fringe."""
+    colour = np.array(trace.colour)
+
+    def share(line: Trace) -> float:
+        span = np.array(line.colour) - background
+        return float(np.dot(colour - background, span) / max(np.dot(span, span), 1e-9))
+
+    return trace.linewidth_px <= MIN_WIDTH_PX and any(
+        0.0 <= share(line) <= FAINT and _blend_of(colour, background, line.colour) for line in lines
+    )
