@@ -272,6 +272,7 @@ def follow_line(
     dashed: bool,
     boxes: tuple[tuple[float, float, float, float], ...] = (),
     lines: tuple[tuple[np.ndarray, float, tuple[float, float, float]], ...] = (),
+    least_gap_px: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The box's columns that show the line, and the line's centre row and crest row in each
     (chart pixels; see _crest_rows).
@@ -284,7 +285,8 @@ def follow_line(
     colour would be strong ink of the series: a grey grid on a blue line is told apart by hue
     and a pale one on a black line is weak, and masking them would only hide the curve where it
     crosses them (a dashed line then loses its way). boxes and lines are ChartTruth's furniture;
-    a chart with no sidecar has none.
+    a chart with no sidecar has none. A dashed line's gaps are bridged up to DASH_GAP line
+    widths, or `least_gap_px` where that is more (dashes drawn in points, not line widths).
     """
     colour = np.asarray(colour, dtype=np.float32)
     background = plot_background(box)
@@ -301,7 +303,7 @@ def follow_line(
     usual_peak = np.median(column_peak[column_peak > 0]) if column_peak.any() else 0.0
     strong = ink >= RUN_FRACTION * np.maximum(column_peak, USUAL_SHARE * usual_peak)
     solid = strong | other_ink
-    dash_gap = DASH_GAP * linewidth_px if dashed else 0.0
+    dash_gap = max(DASH_GAP * linewidth_px, least_gap_px) if dashed else 0.0
     if dash_gap:  # a steep dashed flank is one run too
         solid |= _between(strong, round(dash_gap))
     padded = np.pad(solid, ((1, 1), (0, 0)))

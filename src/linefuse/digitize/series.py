@@ -35,6 +35,13 @@ MIN_PIXELS = 0.1  # of the box's width: core pixels a colour needs to be a serie
 MIN_SPAN = 0.15  # of the box's width: columns a path must cover to be a series
 SOLID_COVER = 0.9  # share of its span a solid line's path covers; less is dashed (or dotted)
 MAX_SERIES = 8
+# text heights: the least dash gap bridged in a colour's first path. matplotlib's classic style
+# draws its dashes in points, not line widths (gaps of 6, 5 and 3 pt dashed, dash-dot and
+# dotted; DASH_GAP bridges the line-width ones), about a digit's height at its label sizes.
+# Not in grey or black, nor in a colour's further paths: bridged this far, the bits of text,
+# ticks and frames, and a line's fringes left once it is erased, chain into paths long enough
+# to pass for series (docs/experiments.md)
+DASH_TEXT = 1.0
 EDGE_SHARE = 0.6  # of a colour's core pixels beside a stronger colour's: it is that one's edge
 MIN_WIDTH_PX = 1.0  # the least width a line is given: a stroke's summed coverage in a column
 MAX_WIDTH_PX = 10.0  # a line is thinner than this and than MAX_WIDTH_SHARE of the box's height:
@@ -285,12 +292,16 @@ def _follow(
     colour: np.ndarray,
     width: float,
     hidden: np.ndarray,
+    least_gap_px: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The most continuous path of `colour` (column indices and centre rows): followed as a
-    solid line, and as a dashed one where it covers less than SOLID_COVER of its span."""
+    solid line, and as a dashed one where it covers less than SOLID_COVER of its span, its
+    gaps bridged up to DASH_GAP line widths or `least_gap_px`."""
     found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=False)
     if len(found) and _fill(found, hidden) < SOLID_COVER:
-        found, centres, _ = follow_line(box, rows, cols, colour, width, dashed=True)
+        found, centres, _ = follow_line(
+            box, rows, cols, colour, width, dashed=True, least_gap_px=least_gap_px
+        )
     return found, centres
 
 
@@ -354,9 +365,11 @@ def _paths(
     colour: np.ndarray,
     width: float,
     hidden: np.ndarray,
+    size: float,
 ) -> list[tuple[np.ndarray, np.ndarray, bool]]:
     """Each series of one colour (its columns, centre rows and whether it is marked); `hidden`:
-    the columns the legend covers (True), where a line may be missing.
+    the columns the legend covers (True), where a line may be missing; `size`: the chart's text
+    height (DASH_TEXT).
 
     Series of one colour differ in their lines' style (solid, dashed, dotted, with markers), so
     pixels alone cannot say whose a pixel is; their paths can. The most continuous path is
@@ -371,8 +384,11 @@ def _paths(
     taken: list[tuple[np.ndarray, np.ndarray]] = []
     heights = []
     ruled = 0
+    grey = float(np.ptp(colour)) <= GREY_SPREAD
     while len(taken) < PER_COLOUR and ruled <= MAX_RULED:
-        path = _follow(left, rows, cols, colour, width, hidden)
+        path = _follow(
+            left, rows, cols, colour, width, hidden, 0 if taken or grey else DASH_TEXT * size
+        )
         # a further one, after a series or a ruled line: not a noisy edge's bits
         least = FURTHER_SPAN if taken or ruled else MIN_SPAN
         if len(path[0]) < least * len(cols) or not _apart(path, taken, width):
@@ -476,7 +492,7 @@ def trace_series(image: np.ndarray, frame: Frame) -> tuple[list[Trace], int, lis
             filled += 1  # a bar or a filled area, not a line
             continue
         colour_rgb = tuple(float(round(v)) for v in colour)
-        paths = _paths(box, background, rows, cols, colour, width, hidden)
+        paths = _paths(box, background, rows, cols, colour, width, hidden, size)
         for index, (path, centres, marked) in enumerate(paths):
             owned = _owned(box, colour, width, path, centres - rows[0])
             if owned.mean() < OWN_SHARE:  # another, darker line followed as its blend
