@@ -163,14 +163,21 @@ def find_legend(
     """The legend's entries, top to bottom, in the box (uint8 RGB, whose pixel (0, 0) is the
     image's pixel `origin`), for the candidate series' colours and line widths; none where no two
     entries stack as a legend's do. `size` is the height of the chart's text (a digit's)."""
-    text = distance(box, background) > TEXT_CONTRAST
+
+    def entries(image: np.ndarray) -> list[Entry]:  # every colour's
+        text = distance(image, background) > TEXT_CONTRAST
+        return [
+            entry
+            for colour, width in zip(colours, widths, strict=True)
+            for entry in _entries_of(image, background, colour, width, size, text, origin)
+        ]
+
     found: list[Entry] = []
-    for colour, width in zip(colours, widths, strict=True):
-        for entry in _entries_of(box, background, colour, width, size, text, origin):
-            if all(abs(entry.sample[1] - e.sample[1]) > ALIGN_PX for e in found):
-                found.append(entry)  # a sample seen in two colours (its edges') is one entry
+    for entry in entries(box):
+        if all(abs(entry.sample[1] - e.sample[1]) > ALIGN_PX for e in found):
+            found.append(entry)  # a sample seen in two colours (its edges') is one entry
     legends: list[list[Entry]] = []
-    for entry in sorted(found, key=lambda e: e.sample[1]):
+    for entry in sorted(found, key=_row):
         for legend in legends:
             below = entry.sample[1] - legend[-1].sample[1]
             if abs(entry.sample[0] - legend[0].sample[0]) <= ALIGN_PX and below <= SPACING * size:
@@ -179,46 +186,39 @@ def find_legend(
         else:
             legends.append([entry])
     legend = max([legend for legend in legends if len(legend) >= 2], key=len, default=[])
-    return _completed(legend, box, background, colours, widths, size, origin) if legend else []
-
-
-def _completed(
-    legend: list[Entry],
-    box: np.ndarray,
-    background: np.ndarray,
-    colours: list[np.ndarray],
-    widths: list[float],
-    size: float,
-    origin: tuple[int, int],
-) -> list[Entry]:
-    """The legend and the entries it stacks whose samples' ends are not bare where the whole box
-    is seen (a curve runs on beside the sample, under or through the legend): found again in
-    the legend's columns alone, from its samples' column to its texts' end, each starting where
-    the legend's samples start (ALIGN_PX) and stacked on an entry already in (SPACING)."""
+    if not legend:
+        return []
+    # the legend's columns alone, from its samples' column to its texts' end: a curve running on
+    # beside a sample, under or through the legend, left its ends not bare in the whole box
     col = origin[1]
     left = max(round(min(e.sample[0] for e in legend)) - col - ALIGN_PX - 1, 0)
     right = round(max(e.text[2] for e in legend)) - col + 1
     banded = box.copy()
     banded[:, :left] = banded[:, right:] = background.astype(np.uint8)
-    text = distance(banded, background) > TEXT_CONTRAST
+    return _completed(legend, entries(banded), col + left, size)
+
+
+def _completed(legend: list[Entry], entries: list[Entry], left: int, size: float) -> list[Entry]:
+    """The legend and those of `entries` (found in its columns alone, which start at image
+    column `left`) that it stacks: a sample starting where the legend's samples start
+    (ALIGN_PX), not cut off at the columns' left edge (a curve's), and stacked on an entry
+    already in (SPACING)."""
     aligned = [
-        entry
-        for colour, width in zip(colours, widths, strict=True)
-        for entry in _entries_of(banded, background, colour, width, size, text, origin)
-        # a curve cut off at the band's left edge starts there: no sample
-        if abs(entry.sample[0] - legend[0].sample[0]) <= ALIGN_PX and entry.sample[0] - col > left
+        e
+        for e in entries
+        if abs(e.sample[0] - legend[0].sample[0]) <= ALIGN_PX and e.sample[0] > left
     ]
     found = list(legend)
-    for entry in sorted(aligned, key=lambda e: _distance(e, legend)):
+    for entry in sorted(aligned, key=lambda e: min(abs(e.sample[1] - f.sample[1]) for f in legend)):
         rows_apart = [abs(entry.sample[1] - e.sample[1]) for e in found]
         if min(rows_apart) > ALIGN_PX and min(rows_apart) <= SPACING * size:
             found.append(entry)
-    return sorted(found, key=lambda e: e.sample[1])
+    return sorted(found, key=_row)
 
 
-def _distance(entry: Entry, legend: list[Entry]) -> float:
-    """Rows from an entry's sample to the nearest of the legend's."""
-    return min(abs(entry.sample[1] - e.sample[1]) for e in legend)
+def _row(entry: Entry) -> float:
+    """An entry's sample's top row."""
+    return entry.sample[1]
 
 
 def area(entries: list[Entry], size: float) -> tuple[float, float, float, float]:
