@@ -387,7 +387,7 @@ def _paths(
     grey = float(np.ptp(colour)) <= GREY_SPREAD
     while len(taken) < PER_COLOUR and ruled <= MAX_RULED:
         path = _follow(
-            left, rows, cols, colour, width, hidden, 0 if taken or grey else DASH_TEXT * size
+            left, rows, cols, colour, width, hidden, 0.0 if taken or grey else DASH_TEXT * size
         )
         # a further one, after a series or a ruled line: not a noisy edge's bits
         least = FURTHER_SPAN if taken or ruled else MIN_SPAN
@@ -598,11 +598,17 @@ def _without_shadows(traces: list[Trace], background: np.ndarray) -> list[Trace]
 
 def _blend_of(colour: np.ndarray, one: np.ndarray, other) -> bool:
     """Whether `colour` lies between two colours, within BLEND_TINT of the segment joining them."""
+    return _blend_share(colour, one, other) is not None
+
+
+def _blend_share(colour: np.ndarray, one: np.ndarray, other) -> float | None:
+    """How far `colour` lies from `one` towards `other` (0 to 1) where it is a blend of the two
+    (_blend_of); None where it is not."""
     one, other = np.asarray(one, dtype=float), np.asarray(other, dtype=float)
     span = other - one
     along = float(np.dot(colour - one, span) / max(np.dot(span, span), 1e-9))
     off = np.linalg.norm(colour - (one + np.clip(along, 0.0, 1.0) * span))
-    return 0.0 <= along <= 1.0 and off <= BLEND_TINT
+    return along if 0.0 <= along <= 1.0 and off <= BLEND_TINT else None
 
 
 def _on(trace: Trace, lines: list[Trace], share: float) -> bool:
@@ -638,13 +644,8 @@ def _along(trace: Trace, lines: list[Trace]) -> bool:
 
 def _faint(trace: Trace, lines: list[Trace], background: np.ndarray) -> bool:
     """Whether `trace` is a pixel thin (MIN_WIDTH_PX) and a blend of the background with one
-    of `lines`' colours (BLEND_TINT) less than FAINT of the way to it: a fringe."""
-    colour = np.array(trace.colour)
-
-    def share(line: Trace) -> float:
-        span = np.array(line.colour) - background
-        return float(np.dot(colour - background, span) / max(np.dot(span, span), 1e-9))
-
+    of `lines`' colours less than FAINT of the way to it: a fringe."""
+    shares = [_blend_share(np.array(trace.colour), background, line.colour) for line in lines]
     return trace.linewidth_px <= MIN_WIDTH_PX and any(
-        0.0 <= share(line) <= FAINT and _blend_of(colour, background, line.colour) for line in lines
+        share is not None and share <= FAINT for share in shares
     )
