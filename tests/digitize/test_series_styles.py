@@ -14,7 +14,7 @@ from linefuse.data.images import load_rgb
 from linefuse.digitize.chart import digitize
 from linefuse.digitize.outputs import csv_text
 from linefuse.digitize.score import score
-from linefuse.digitize.sets import dev2_chart_params, dev_chart_params
+from linefuse.digitize.sets import CHART_SETS, dev2_chart_params, dev_chart_params
 from linefuse.params.full import load_params
 
 from conftest import ROOT, figure_pixels, needs_tesseract
@@ -60,6 +60,17 @@ def _errors(result, curves: list[np.ndarray]) -> list[float]:
 def _by_name(result, names: list[str], curves: list[np.ndarray]) -> list[np.ndarray]:
     """The curves in the order of the series read, by the names read."""
     return [curves[names.index(s.name)] for s in result.series]
+
+
+def _set_chart_read(tmp_path, chart_set: str, index: int, **recipe) -> tuple[list, int, float]:
+    """Chart `index` of a digitize set (CHART_SETS; its recipe updated by `recipe`), written as
+    generate writes it and digitized: the series read, how many were drawn, and task-6b."""
+    params = CHART_SETS[chart_set](load_params(ROOT / "params.yaml"))
+    write_chart(params.model_copy(update=recipe), tmp_path, index)
+    png = tmp_path / f"chart_{index:05d}.png"
+    result = digitize(load_rgb(png))
+    drawn = len(json.loads(png.with_suffix(".json").read_text())["series"])
+    return result.series, drawn, score(result, png)["line_score"]
 
 
 @needs_tesseract
@@ -157,11 +168,9 @@ def test_a_grey_series_beside_a_black_one_is_no_shadow(tmp_path, index):
     the page. It was dropped as the black line's shadow; an edge is thin beside its line, and
     a trace as thick as a line is its shadow only within one line width, so both are read and
     matched one to one (task-6b 0.65 and 0.49 without it)."""
-    write_chart(dev2_chart_params(load_params(ROOT / "params.yaml")), tmp_path, index)
-    png = tmp_path / f"chart_{index:05d}.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.9
+    read, drawn, line = _set_chart_read(tmp_path, "dev2", index)
+    assert len(read) == drawn
+    assert line > 0.9
 
 
 @needs_tesseract
@@ -193,11 +202,9 @@ def test_a_dev_charts_note_is_no_series(tmp_path):
     """dev chart 13: two spectra and a note with an arrow at the tallest peak, its grey path
     read as a third series (task-6b 0.62, the note scoring 0 against both); read as text, the
     two spectra are matched one to one."""
-    write_chart(dev_chart_params(load_params(ROOT / "params.yaml")), tmp_path, 13)
-    png = tmp_path / "chart_00013.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.9
+    read, drawn, line = _set_chart_read(tmp_path, "dev", 13)
+    assert len(read) == drawn
+    assert line > 0.9
 
 
 @needs_tesseract
@@ -206,11 +213,9 @@ def test_a_note_followed_on_along_a_lines_flank_is_no_series(tmp_path):
     The grey follower took the note and the arrow and went on down the blue line's
     anti-aliased flank, six text heights, so the path passed for no line of text: a second
     series (task-6b 0.49). Judged where it holds its own grey, it is the note."""
-    write_chart(dev2_chart_params(load_params(ROOT / "params.yaml")), tmp_path, 30)
-    png = tmp_path / "chart_00030.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == 1
-    assert score(result, png)["line_score"] > 0.9
+    read, _, line = _set_chart_read(tmp_path, "dev2", 30)
+    assert len(read) == 1
+    assert line > 0.9
 
 
 @needs_tesseract
@@ -220,11 +225,9 @@ def test_a_lines_rim_followed_in_another_colour_is_no_series(tmp_path):
     for grey (within SAME_COLOUR of it, and no blend of navy and the page by BLEND_TINT): a
     fourth series on the navy one (task-6b 0.69). A colour's further path that lies on another
     colour's stroke in nearly all its columns is that stroke's rim."""
-    write_chart(dev_chart_params(load_params(ROOT / "params.yaml")), tmp_path, 4)
-    png = tmp_path / "chart_00004.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.9
+    read, drawn, line = _set_chart_read(tmp_path, "dev", 4)
+    assert len(read) == drawn
+    assert line > 0.9
 
 
 @needs_tesseract
@@ -238,16 +241,10 @@ def test_a_marked_lines_dark_marker_edges_are_no_series(tmp_path, chart_set, see
     series too many); a marked, broken path that lies on other colours' lines in most of its
     columns is their markers' edges. Chart 24's one dash-dot line and its edges lie on each
     other: the shorter of the two goes, not both."""
-    params = {"dev": dev_chart_params, "dev2": dev2_chart_params}[chart_set](
-        load_params(ROOT / "params.yaml")
-    )
-    if seed is not None:
-        params = params.model_copy(update={"seed": seed, "log_y_prob": 1.0})
-    write_chart(params, tmp_path, index)
-    png = tmp_path / f"chart_{index:05d}.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.8
+    recipe = {} if seed is None else {"seed": seed, "log_y_prob": 1.0}
+    read, drawn, line = _set_chart_read(tmp_path, chart_set, index, **recipe)
+    assert len(read) == drawn
+    assert line > 0.8
 
 
 @needs_tesseract
@@ -271,11 +268,9 @@ def test_a_faint_fringe_is_no_series(tmp_path, seed, index):
     (a fifth of the way to it: anti-aliased edges, chart 89's along the legend frame's top left
     outside the legend taken out) ran beside no line in half its columns: a series too many
     (task-6b 0.66 and 0.58). A fringe that faint is no series wherever it runs."""
-    write_chart(dev_chart_params(load_params(ROOT / "params.yaml"), seed), tmp_path, index)
-    png = tmp_path / f"chart_{index:05d}.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.85
+    read, drawn, line = _set_chart_read(tmp_path, "dev", index, seed=seed)
+    assert len(read) == drawn
+    assert line > 0.85
 
 
 @needs_tesseract
@@ -290,11 +285,7 @@ def test_classic_dashes_drawn_in_points_are_followed(tmp_path, chart_set, seed, 
     dashed ones (blue and green) were read in part or not at all (task-6b 0.64), dev2 chart
     34's dash-dot blue took one dash (0.45). A colour's first path bridges a text height too
     (DASH_TEXT)."""
-    params = {"dev": dev_chart_params, "dev2": dev2_chart_params}[chart_set](
-        load_params(ROOT / "params.yaml")
-    )
-    write_chart(params.model_copy(update={"seed": seed or params.seed}), tmp_path, index)
-    png = tmp_path / f"chart_{index:05d}.png"
-    result = digitize(load_rgb(png))
-    assert len(result.series) == len(json.loads(png.with_suffix(".json").read_text())["series"])
-    assert score(result, png)["line_score"] > 0.85
+    recipe = {} if seed is None else {"seed": seed}
+    read, drawn, line = _set_chart_read(tmp_path, chart_set, index, **recipe)
+    assert len(read) == drawn
+    assert line > 0.85
