@@ -532,7 +532,8 @@ def _split_at_ticks(words: list[Word], ticks: np.ndarray) -> list[Word]:
                 piece = (max(left, round(start)), top, min(right, round(end)), bottom)
                 if piece[2] - piece[0] >= min(CUT_PX, right - left):
                     groups[index].append(piece)
-        split += [_words(sorted(glyphs), np.inf)[0] for glyphs in groups if glyphs]
+        # a tick's share of specks alone (a cut-off edge, a point) is no word
+        split += [word for glyphs in groups if glyphs for word in _words(sorted(glyphs), np.inf)]
     return split
 
 
