@@ -46,6 +46,25 @@ def test_a_chart_turned_3_degrees_and_sheared_is_read_to_hundredths(index, rotat
 
 
 @pytest.mark.parametrize("index", FRAMED)
+def test_a_chart_drawn_at_four_times_its_size_is_read_on_block_means(index):
+    """A user's export at 4x our charts' size (over 1000 px), turned and sheared, is measured as
+    the means of its 3 x 3 blocks are (ESTIMATE_PX: near the size our charts are drawn at),
+    read to hundredths; drawn straight, it is left alone."""
+    sharp, _, _ = draw_chart(CHARTS, index)
+    large, _, _ = draw_chart(CHARTS, index, (4 * sharp.shape[1], 4 * sharp.shape[0]))
+    turned = scanned(large, -2.0, 0.01)
+    gray = turned.astype(np.float32).mean(axis=2)
+    height, width = gray.shape[0] // 3, gray.shape[1] // 3
+    blocks = gray[: 3 * height, : 3 * width].reshape(height, 3, width, 3).mean(axis=(1, 3))
+    assert 2 * deskew.ESTIMATE_PX < max(turned.shape) <= 3 * deskew.ESTIMATE_PX
+    skew = deskew.estimate(turned)
+    assert skew == deskew.estimate(blocks)
+    assert skew.rotation_deg == pytest.approx(-2.0, abs=0.05), skew
+    assert skew.shear == pytest.approx(0.01, abs=0.002), skew
+    assert not deskew.estimate(large).confident(large.shape)
+
+
+@pytest.mark.parametrize("index", FRAMED)
 def test_a_straight_chart_is_left_alone(index):
     sharp, _, _ = draw_chart(CHARTS, index)
     skew = deskew.estimate(sharp)

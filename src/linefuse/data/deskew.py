@@ -45,6 +45,12 @@ NEGLIGIBLE_PX = 0.3
 CONFIDENT_SE_DEG = 0.1
 LONG_SPAN = 0.7
 TREND_PX = 4  # the search scores a tilt's evidence less its trend, the evidence smoothed this much
+# an image wider or taller than this is measured on the means of blocks of k x k pixels, k the
+# least that brings it within: a skew is the same at any scale, the search and fits were made
+# on charts of our default size (at most 360 px), and their cost grows with the pixels (a
+# chart exported at 3-4x that size is measured faster and, scanned hard, nearer the truth:
+# docs/benchmarks.md)
+ESTIMATE_PX = 512
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def estimate(image: np.ndarray) -> Skew:
     be found, at right angles up to MAX_SHEAR (a frame, axes or grid are; a curve's flat
     stretch, or a legend's box beside a label, need not be): else nothing is found."""
     gray = image.astype(np.float32).mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
+    gray = _block_means(gray, math.ceil(max(gray.shape) / ESTIMATE_PX))
     gray = _smooth(_smooth(gray / 255.0, 1.0, axis=0), 1.0, axis=1)
     horizontal = _family_tilt(_edge_maps(gray))
     vertical = _family_tilt(_edge_maps(gray.T))
@@ -106,6 +113,15 @@ def estimate(image: np.ndarray) -> Skew:
     if abs(shear) > MAX_SHEAR:
         return Skew(None, 0.0, math.inf, span)
     return Skew(rotation_deg, shear, math.degrees(se), span)
+
+
+def _block_means(gray: np.ndarray, k: int) -> np.ndarray:
+    """The means of `gray`'s k x k blocks (the last rows and columns that fill no block left
+    out); `gray` itself for k = 1."""
+    if k <= 1:
+        return gray
+    height, width = gray.shape[0] // k, gray.shape[1] // k
+    return gray[: height * k, : width * k].reshape(height, k, width, k).mean(axis=(1, 3))
 
 
 def _rotation_and_shear(rows_per_col: float, cols_per_row: float) -> tuple[float, float]:
