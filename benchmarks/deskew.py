@@ -27,10 +27,10 @@ import numpy as np
 
 from linefuse.data import deskew
 from linefuse.data.charts import draw_chart
-from linefuse.data.degrade import GRAIN_SIGMA, _scan, degrade, item_rng
+from linefuse.data.degrade import degrade, item_rng
 from linefuse.hardware import cpu_model
 from linefuse.params.full import load_params
-from scale import scaled_level
+from scale import degrade_scaled
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,9 +80,7 @@ def main() -> None:
             image, _ = degrade(sharp, domain, degrading.level(domain, "hard"), rng)
             moved[domain] += deskew.estimate(image).confident(image.shape)
         for level in degrading.levels:
-            rng = item_rng(degrading.seed, chart_id, "scan", level)
-            recipe = scaled_level("scan", degrading.level("scan", level), args.scale)
-            image, drawn = _scan(sharp, recipe, rng, GRAIN_SIGMA * args.scale)
+            image, drawn = degrade_scaled(params, sharp, chart_id, "scan", level, args.scale)
             started = time.perf_counter()
             skew = deskew.estimate(image)
             seconds += time.perf_counter() - started

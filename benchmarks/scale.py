@@ -165,17 +165,20 @@ def scaled_level(domain: str, level, scale: int):
     raise ValueError(f"no scaling known for domain {domain!r}")
 
 
-def degrade_scaled(params, image: np.ndarray, chart_id: str, domain: str, level: str, scale: int):
-    """The chart degraded in `domain` at `level` with the recipe scaled by `scale`; seeded as
-    the shard stage seeds the test pair of (chart, domain, level), so scale 1 is evaluate's."""
+def degrade_scaled(
+    params, image: np.ndarray, chart_id: str, domain: str, level: str, scale: int
+) -> tuple[np.ndarray, dict]:
+    """(image, drawn params) of the chart degraded in `domain` at `level` with the recipe scaled
+    by `scale`; seeded as the shard stage seeds the test pair of (chart, domain, level), so
+    scale 1 is evaluate's."""
     from linefuse.data import degrade as degrade_module
     from linefuse.data.degrade import degrade, item_rng
 
     rng = item_rng(params.degrade.seed, chart_id, domain, level)
     recipe = scaled_level(domain, params.degrade.level(domain, level), scale)
     if domain == "scan":  # the grain's smoothing is a length too, though not a param
-        return degrade_module._scan(image, recipe, rng, degrade_module.GRAIN_SIGMA * scale)[0]
-    return degrade(image, domain, recipe, rng)[0]
+        return degrade_module._scan(image, recipe, rng, degrade_module.GRAIN_SIGMA * scale)
+    return degrade(image, domain, recipe, rng)
 
 
 # --- scores -----------------------------------------------------------------------------------
@@ -277,7 +280,9 @@ def main() -> None:
                 sharp, chart["checks"][str(scale)] = draw_scaled(params, chart, scale)
                 for domain in domains:
                     for level in levels:
-                        blurred = degrade_scaled(params, sharp, chart["id"], domain, level, scale)
+                        blurred, _ = degrade_scaled(
+                            params, sharp, chart["id"], domain, level, scale
+                        )
                         before = psnr(blurred, sharp, metric)
                         for spec, restorer in restorers.items():
                             tile = warm(restorer, blurred, steps)
