@@ -121,9 +121,10 @@ wheels:
 	$(PYTHON) -c "import sys, tarfile; tarfile.open(sys.argv[1], 'w:xz', preset=9).add(sys.argv[2], '.')" \
 	  .whl/site.tar.xz .whl/site && rm -rf .whl/site
 
-# `make label-reader` and `make digitize-reader`: remake a tick-label reader LineFuse ships
+# `make label-reader` and `make digitize-reader`: remake the tick-label readers LineFuse ships
 # (src/linefuse/zoo/<name>: weights, scores.json and a model card) from params.yaml's
-# label_reader or digitize_reader block, on every core. Commit the folder it writes.
+# label_reader or digitize_reader block, its reader and then each of its voters, on every core.
+# Commit the folders it writes.
 label-reader digitize-reader: $(BANK_STAMP)
 	$(BIN)/linefuse $@
 

@@ -87,24 +87,24 @@ def run_base_land(params: Params, args: argparse.Namespace) -> None:
 
 
 def run_label_reader(params: Params, args: argparse.Namespace) -> None:
-    """label-reader and digitize-reader: the reader their params.yaml section describes; the
-    digitize-reader also as the ONNX graph digitize reads with."""
+    """label-reader and digitize-reader: the reader their params.yaml section describes and each
+    of its voters; digitize's also as the ONNX graphs digitize reads with."""
     from linefuse.digitize.label_onnx import export_reader
     from linefuse.evaluate.label_reader_card import score_reader, write_scores_and_card
     from linefuse.train.label_reader_training import train_label_reader
 
     section = args.command.replace("-", "_")
-    cfg = getattr(params, section)
-    folder = paths.zoo_model(cfg.name)
     with stage(args.command) as written:
-        reader, metrics = train_label_reader(params, cfg, args.workers)
-        scores = score_reader(reader, params, cfg, args.workers)
-        with atomic_dir(folder) as tmp:
-            reader.save_pretrained(tmp)
-            if section == "digitize_reader":
-                export_reader(tmp)
-            write_scores_and_card(params, section, tmp, metrics, scores)
-        written.append(folder)
+        for cfg in getattr(params, section).readers():  # the section's reader, then its voters
+            reader, metrics = train_label_reader(params, cfg, args.workers)
+            scores = score_reader(reader, params, cfg, args.workers)
+            folder = paths.zoo_model(cfg.name)
+            with atomic_dir(folder) as tmp:
+                reader.save_pretrained(tmp)
+                if section == "digitize_reader":
+                    export_reader(tmp)
+                write_scores_and_card(params, section, cfg, tmp, metrics, scores)
+            written.append(folder)
 
 
 def run_profile(params: Params, args: argparse.Namespace) -> None:

@@ -66,7 +66,8 @@ def unet_config(spec: str) -> dict:
     return json.loads(path.read_text())
 
 
-DIGITIZE_READER = "digitize-reader"  # the label reader digitize reads with: digitize_reader.name
+# the label readers digitize reads with: digitize_reader.name, then its voters' names
+DIGITIZE_READERS = ("digitize-reader", "digitize-reader-large")
 
 
 def zoo_model(name: str) -> Path:

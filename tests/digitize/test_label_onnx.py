@@ -19,9 +19,11 @@ from linefuse.digitize.axes import find_frame
 CHARTS = sorted((Path(__file__).parent / "fixtures").glob("chart_*.png"))
 
 
-@pytest.fixture(scope="module")
-def reader() -> label_reader.LabelReader:
-    return label_reader.LabelReader.from_pretrained(paths.zoo_model(paths.DIGITIZE_READER)).eval()
+@pytest.fixture(scope="module", params=paths.DIGITIZE_READERS)
+def reader(request) -> tuple[str, label_reader.LabelReader]:
+    """Each reader digitize reads with (digitize_reader's, then its voters'), by name."""
+    folder = paths.zoo_model(request.param)
+    return request.param, label_reader.LabelReader.from_pretrained(folder).eval()
 
 
 def _chart(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -56,17 +58,18 @@ def test_numpy_crops_are_crop_labels_on_real_charts(path):
 def test_the_shipped_export_reads_what_the_shipped_weights_read(reader):
     """Every word of every fixture chart, read by torch (crop_labels, the safetensors) and by
     ONNX Runtime (numpy crops, model.onnx): the same texts, near the same logits, in a batch
-    of any size."""
-    session = label_onnx._session()
+    of any size; each reader digitize reads with."""
+    name, reader = reader
+    session = label_onnx._session(name)
     for path in CHARTS:
         image, boxes = _chart(path)
         pixels = normalise(torch.from_numpy(image.copy())[None])
         expected = label_reader.read_labels(reader, pixels, _torch_boxes(boxes))
-        assert label_onnx.read_labels(image, boxes) == expected, path.name
-        assert label_onnx.read_labels(image, boxes[:1]) == expected[:1]
+        assert label_onnx.read_labels(image, boxes, name) == expected, path.name
+        assert label_onnx.read_labels(image, boxes[:1], name) == expected[:1]
         with torch.no_grad():
             logits = reader(label_reader.crop_labels(pixels, _torch_boxes(boxes), 16, 64))
         crops = label_crops.crop_labels(pixels[0].numpy(), boxes, 16, 64)
         (got,) = session.run(None, {"crops": crops})
         assert np.abs(got - logits.numpy()).max() < 2e-3, path.name
-    assert label_onnx.read_labels(image, np.zeros((0, 4), np.float32)) == []
+    assert label_onnx.read_labels(image, np.zeros((0, 4), np.float32), name) == []

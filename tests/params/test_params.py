@@ -325,6 +325,18 @@ MUTATIONS = [
         "digitize_reader.libraries",
         "'vegalite' is not a library a reader may train on",
     ),
+    (
+        "a voter named as the reader it votes beside",
+        lambda p: p["digitize_reader"].update(voters=[{"name": "digitize-reader", "steps": 10}]),
+        "digitize_reader.voters",
+        "each voter needs a name of its own",
+    ),
+    (
+        "a voter's key misspelt",
+        lambda p: p["digitize_reader"].update(voters=[{"name": "larger", "stepz": 10}]),
+        "digitize_reader.voters",
+        "stepz: Extra inputs are not permitted",
+    ),
 ]
 
 

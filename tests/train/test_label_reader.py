@@ -27,7 +27,6 @@ from conftest import ROOT, run_cli, tiny_params, write_params
 
 PARAMS = load_params(ROOT / "params.yaml")
 SHIPPED = paths.zoo_model(PARAMS.label_reader.name)
-DIGITIZE = paths.zoo_model(PARAMS.digitize_reader.name)
 CHARTS = list(range(12))  # default charts (seed 0): the reader never trained on them ...
 # ... drawn with the axes of the recipe both readers were trained on (chart-base's: no
 # wavenumbers, 10^n or offsets; ChartParams.without_axis_knobs)
@@ -71,12 +70,17 @@ def test_the_shipped_reader_reads_sharp_labels_and_fails_on_blurred_ones(reader,
 
 
 def test_digitize_reads_with_a_reader_that_reads_blurred_labels_too(reader, sharp, blurred):
-    """The reader digitize ships with reads what the base's reader cannot: hard-blurred labels."""
-    assert paths.DIGITIZE_READER == PARAMS.digitize_reader.name
-    robust = LabelReader.from_pretrained(DIGITIZE).eval()
-    sharp_cer, blurred_cer = _cer(robust, sharp), _cer(robust, blurred)
-    assert sharp_cer <= 0.10, sharp_cer
-    assert blurred_cer <= 0.5 * _cer(reader, blurred), blurred_cer
+    """The readers digitize ships with (its first and its voter) read what the base's reader
+    cannot: hard-blurred labels."""
+    readers = PARAMS.digitize_reader.readers()
+    assert paths.DIGITIZE_READERS == tuple(cfg.name for cfg in readers)
+    assert [cfg.charts for cfg in readers] == [1000, 2000]  # the voter: the recipe, larger
+    base_cer = _cer(reader, blurred)
+    for cfg in readers:
+        robust = LabelReader.from_pretrained(paths.zoo_model(cfg.name)).eval()
+        sharp_cer, blurred_cer = _cer(robust, sharp), _cer(robust, blurred)
+        assert sharp_cer <= 0.10, (cfg.name, sharp_cer)
+        assert blurred_cer <= 0.5 * base_cer, (cfg.name, blurred_cer)
 
 
 def test_found_labels_are_the_words_digitize_finds_with_the_drawn_texts():
@@ -169,7 +173,13 @@ def test_a_bad_crop_size_is_a_one_line_error_naming_the_key():
 def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
     params = tiny_params()
-    params["digitize_reader"].update(name="test-digitize", charts=3, steps=2, score_charts=2)
+    params["digitize_reader"].update(
+        name="test-digitize",
+        charts=3,
+        steps=2,
+        score_charts=2,
+        voters=[{"name": "test-voter", "charts": 2, "steps": 3}],
+    )
     write_params(tmp_path, params)
     assert run_cli(tmp_path, "digitize-reader", "--workers", "1") == 0
     folder = tmp_path / "zoo" / "test-digitize"
@@ -177,6 +187,12 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
     assert "make digitize-reader" in card and "degraded copies" in card
     assert (folder / label_onnx.ONNX_FILE).is_file()  # what digitize reads, made with the weights
     assert "the words digitize finds" in card and "matplotlib, plotnine" in card
+    assert "2 steps of 64" in card and "(its voter" not in card
+    voter = tmp_path / "zoo" / "test-voter"  # the voter: the recipe, with its own keys
+    voter_card = (voter / "README.md").read_text()
+    assert "# LineFuse test-voter" in voter_card and "3 steps of 64" in voter_card
+    assert "of 2 sharp charts" in voter_card and "(its voter test-voter's keys)" in voter_card
+    assert (voter / label_onnx.ONNX_FILE).is_file()
 
 
 @pytest.mark.slow  # draws charts and trains a few steps

@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image
 
+from linefuse import paths
 from linefuse.data.labels import normalise
 from linefuse.digitize.axes import Frame, Word, distance
 from linefuse.digitize.label_onnx import read_labels
@@ -279,11 +280,12 @@ def _multiplier(texts: list[str]) -> float:
 def _read_by_label_reader(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None]
 ) -> list[list[str]]:
-    """What the label reader (digitize/label_onnx.py) reads in each word of each (image, frame)
-    and in its y offset text, in read_ticks' order: in the image, and in its input where one is
-    given. A restoration can redraw a label's digit wrong where the blurred input still holds it
-    (and the reader was trained on blurred labels too), so both readings are candidates and the
-    fit keeps the one that agrees."""
+    """What each label reader (digitize/label_onnx.py: the shipped one, then its voters) reads
+    in each word of each (image, frame) and in its y offset text, in read_ticks' order: in the
+    image, and in its input where one is given. A restoration can redraw a label's digit wrong
+    where the blurred input still holds it (and the readers were trained on blurred labels too),
+    and a reader can misread a 10^n exponent the other reads right, so every reading is a
+    candidate, each counted alike (_support), and the fit keeps the one that agrees."""
     texts = []
     for (image, frame), given in zip(items, inputs, strict=True):
         words = frame.x_words + frame.y_words + ([frame.y_offset] if frame.y_offset else [])
@@ -291,9 +293,10 @@ def _read_by_label_reader(
             continue
         boxes = np.array([word.box for word in words], np.float32)
         read = [
-            read_labels(np.asarray(pixels), boxes)
+            read_labels(np.asarray(pixels), boxes, reader)
             for pixels in (image, given)
             if pixels is not None
+            for reader in paths.DIGITIZE_READERS
         ]
         texts += [list(readings) for readings in zip(*read, strict=True)]
     return texts

@@ -1,9 +1,10 @@
-"""digitize's label reader on ONNX Runtime: the shipped reader (zoo/<digitize_reader.name>)
-exported beside its safetensors, and read there with numpy crops (digitize/label_crops.py), so
-that `linefuse digitize` and the service's /digitize load neither torch nor diffusers.
+"""digitize's label readers on ONNX Runtime: each shipped reader (zoo/<digitize_reader.name>
+and its voters') exported beside its safetensors, and read there with numpy crops
+(digitize/label_crops.py), so that `linefuse digitize` and the service's /digitize load neither
+torch nor diffusers.
 
 `linefuse digitize-reader` exports each reader it trains, so the ONNX file never lags the
-weights; `python -m linefuse.digitize.label_onnx` exports the shipped one again on its own.
+weights; `python -m linefuse.digitize.label_onnx` exports the shipped ones again on their own.
 The graph takes grey crops (N, 1, height, width) in [-1, 1], any N, and gives the CTC logits
 (N, width / 2, classes); a test holds its readings to the torch reader's.
 """
@@ -62,22 +63,24 @@ def export_reader(folder: Path) -> Path:
 
 
 @cache
-def _session():
-    """The shipped reader's ONNX Runtime session, made once per process."""
+def _session(name: str):
+    """The shipped reader `name`'s ONNX Runtime session, made once per process."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = THREADS
-    graph = paths.zoo_model(paths.DIGITIZE_READER) / ONNX_FILE
+    graph = paths.zoo_model(name) / ONNX_FILE
     return onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
-def read_labels(image: np.ndarray, boxes: np.ndarray) -> list[str]:
-    """What the shipped reader reads at each of `boxes` (N, 4: left, top, right, bottom) in the
-    uint8 RGB `image` (H, W, 3), by greedy CTC decoding."""
+def read_labels(
+    image: np.ndarray, boxes: np.ndarray, name: str = paths.DIGITIZE_READERS[0]
+) -> list[str]:
+    """What the shipped reader `name` reads at each of `boxes` (N, 4: left, top, right, bottom)
+    in the uint8 RGB `image` (H, W, 3), by greedy CTC decoding."""
     if len(boxes) == 0:
         return []
-    session = _session()
+    session = _session(name)
     _, _, height, width = session.get_inputs()[0].shape
     crops = crop_labels(normalise_array(image[None])[0], boxes, height, width)
     (logits,) = session.run(None, {"crops": crops})
@@ -85,4 +88,5 @@ def read_labels(image: np.ndarray, boxes: np.ndarray) -> list[str]:
 
 
 if __name__ == "__main__":
-    print(export_reader(paths.zoo_model(paths.DIGITIZE_READER)))
+    for reader in paths.DIGITIZE_READERS:
+        print(export_reader(paths.zoo_model(reader)))

@@ -35,9 +35,10 @@ PURPOSE = {
         "restoration's labels from a blurred one's."
     ),
     "digitize_reader": (
-        "`linefuse digitize` reads each tick label with it beside Tesseract "
-        "(linefuse.digitize.calibrate), on sharp, blurred and restored charts alike, through "
-        "model.onnx on ONNX Runtime (linefuse.digitize.label_onnx)."
+        "`linefuse digitize` reads each tick label with it, and with every other reader of "
+        "params.yaml's `digitize_reader` (the first and its voters, each reading a candidate), "
+        "beside Tesseract (linefuse.digitize.calibrate), on sharp, blurred and restored charts "
+        "alike, through model.onnx on ONNX Runtime (linefuse.digitize.label_onnx)."
     ),
 }
 
@@ -78,13 +79,14 @@ def score_reader(reader: LabelReader, params: Params, cfg: LabelReaderParams, wo
 
 
 def write_scores_and_card(
-    params: Params, section: str, folder: Path, metrics: dict, scores: dict
+    params: Params, section: str, cfg: LabelReaderParams, folder: Path, metrics: dict, scores: dict
 ) -> None:
-    """scores.json and the model card of the reader params.yaml's `section` describes: what it
-    is, how it was made and its scores."""
+    """scores.json and the model card of the reader `cfg` (params.yaml's `section`'s, or one of
+    its voters'): what it is, how it was made and its scores."""
     (folder / paths.SCORES_FILE).write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
-    cfg, charts = getattr(params, section), params.data.charts
+    charts = params.data.charts
     command = section.replace("_", "-")
+    voter = f" (its voter {cfg.name}'s keys)" if cfg.name != getattr(params, section).name else ""
     libraries = cfg.libraries or params.base.libraries
     copies = f", each also in {cfg.degraded} degraded copies (a `degrade` domain and level each)"
     axes = " with the default data's axes (descending x, log y and offset labels too)"
@@ -129,8 +131,8 @@ def write_scores_and_card(
         f"{cfg.lr:g}, seed {cfg.seed}; final loss {metrics['final_loss']:.3f}.",
         f"- Device: {metrics['device']} ({metrics['threads']} threads); {minutes:.1f} minutes "
         f"({metrics['draw_minutes']:.1f} drawing the charts).",
-        f"- Parameters: the `{section}`, `base` and `data.charts` entries of params.yaml at that",
-        "  commit.",
+        f"- Parameters: the `{section}`{voter}, `base` and `data.charts` entries of params.yaml",
+        "  at that commit.",
         "",
         "## Scores",
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from linefuse.params import KeyedError, PositiveInt, Probability, Strict, cross_check
 from linefuse.params.data import LIBRARIES
@@ -132,6 +132,32 @@ class LabelReaderParams(Strict):
     jitter_px: Annotated[float, Field(ge=0.0, le=4.0)]
     seed: int
     score_charts: PositiveInt
+    voters: list[dict[str, Any]]  # further readers, each this recipe with these keys changed
+
+    def readers(self) -> list[LabelReaderParams]:
+        """This reader's recipe, then each voter's: this one with the voter's keys changed (a
+        name of its own among them); every one trained and shipped, and read with alike."""
+        recipe = self.model_dump() | {"voters": []}
+        return [self] + [LabelReaderParams.model_validate(recipe | v) for v in self.voters]
+
+
+@cross_check("label_reader", "digitize_reader")
+def voters_are_readers_of_their_own(params) -> None:
+    for section in ("label_reader", "digitize_reader"):
+        cfg = getattr(params, section)
+        try:
+            names = [reader.name for reader in cfg.readers()]
+        except ValidationError as error:  # a voter's key misspelt, or its value out of range
+            first = error.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise KeyedError(
+                f"{section}.voters", f"{where}: {first['msg']} (a voter's keys are {section}'s)"
+            ) from None
+        if len(set(names)) < len(names):
+            raise KeyedError(
+                f"{section}.voters",
+                f"each voter needs a name of its own (the readers are named {', '.join(names)})",
+            )
 
 
 @cross_check("label_reader", "digitize_reader", "data")
