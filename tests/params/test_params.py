@@ -337,6 +337,12 @@ MUTATIONS = [
         "digitize_reader.voters",
         "stepz: Extra inputs are not permitted",
     ),
+    (
+        "a voter trained on the held-out library",
+        lambda p: p["digitize_reader"].update(voters=[{"name": "x", "libraries": ["vegalite"]}]),
+        "digitize_reader.voters",
+        "'vegalite' is not a library a reader may train on",
+    ),
 ]
 
 

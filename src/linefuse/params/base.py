@@ -163,10 +163,13 @@ def voters_are_readers_of_their_own(params) -> None:
 @cross_check("label_reader", "digitize_reader", "data")
 def readers_read_no_held_out_library(params) -> None:
     for section in ("label_reader", "digitize_reader"):
-        for library in getattr(params, section).libraries:
-            if library not in LIBRARIES or library in params.data.charts.held_out:
+        first, *voters = getattr(params, section).readers()
+        for key, reader in [("libraries", first)] + [("voters", voter) for voter in voters]:
+            for library in reader.libraries:
+                if library in LIBRARIES and library not in params.data.charts.held_out:
+                    continue
                 raise KeyedError(
-                    f"{section}.libraries",
+                    f"{section}.{key}",
                     f"{library!r} is not a library a reader may train on: choose among "
                     f"{', '.join(n for n in LIBRARIES if n not in params.data.charts.held_out)}",
                 )
