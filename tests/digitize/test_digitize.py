@@ -717,6 +717,27 @@ def test_a_restoration_that_cannot_be_read_gives_way_to_its_input():
     assert digitize_many([sharp], [blank])[0].read_from == "image"
 
 
+# dev chart 29 scanned at hard (as benchmarks/digitize_restored.py degrades and straightens it),
+# and its restoration by the default run's model at ae9418a; the chart's sidecar and CSV beside
+RESTORED = FIXTURES / "restored"
+
+
+@needs_tesseract
+def test_a_restoration_whose_labels_cannot_be_fitted_is_traced_on_its_inputs_axes():
+    """A restoration whose lines can be followed but whose y labels cannot be fitted, even with
+    its input's readings beside them ('/', '00', '10'), has its own lines mapped through the axes
+    its input is read on alone: closer to the truth than the blurred input's own lines."""
+    given, restored = (
+        _pixels(RESTORED / f"chart_00029.hard-scan.{kind}.png") for kind in ("input", "restored")
+    )
+    truth = RESTORED / "chart_00029.png"
+    assert isinstance(digitize_many([restored])[0], Unreadable)
+    (result,) = digitize_many([restored], [given])
+    assert (result.read_from, result.axes_from) == ("image", "input")
+    assert score(result, truth)["calibrated"]
+    assert score(result, truth)["curve_error"] < 0.5 * score(digitize(given), truth)["curve_error"]
+
+
 @needs_tesseract
 def test_a_restorations_series_are_mapped_by_its_inputs_surer_axes():
     """A restoration can redraw every x label wrong and alike (400 ... 700 as 40 ... 70; here

@@ -109,10 +109,14 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
     if not traces:
         shapes = " (it holds filled shapes: bars or areas)" if filled else ""
         raise Unreadable(f"no series: nothing inside the plot area is a line{shapes}")
-    series = [
+    return Digitized(frame.box, x_axis, y_axis, _mapped(traces, x_axis, y_axis), traces, legend)
+
+
+def _mapped(traces: list[Trace], x_axis: Axis, y_axis: Axis) -> list[Series]:
+    """Each traced path in data units."""
+    return [
         Series(t.colour, t.dashed, x_axis.value(t.columns), y_axis.value(t.rows)) for t in traces
     ]
-    return Digitized(frame.box, x_axis, y_axis, series, traces, legend)
 
 
 def _name(text: str) -> str:
@@ -158,13 +162,15 @@ def digitize_many(
     """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
     Tesseract calls (and one more for inputs read alone). `inputs`: for each image restored, the
     blurred chart it was restored from (as the model got it: straightened), whose labels are
-    read too (calibrate.read_ticks). Each input is also read alone. A restoration that cannot be
-    read is replaced by its input's reading (read_from "input"): restoring never leaves
-    unreadable a chart its input was not. A restoration can redraw every label wrong and alike
-    (400 ... 700 as 40 ... 70), which fits as surely as the truth; where the input's axes are
-    surer, they map the restoration's series (axes_from "input": either axis the input's). Of
-    two readings of an axis a power of ten apart, the one that shows the decimal points the
-    other lost (_points_lost: 0.6 drawn as 6) is kept, however sure the other."""
+    read too (calibrate.read_ticks). Each input is also read alone. A restoration whose labels
+    cannot be fitted has its lines mapped through its input's axes (axes_from "input"), and one
+    whose lines cannot be followed either is replaced by its input's reading (read_from
+    "input"): restoring never leaves unreadable a chart its input was not. A restoration can
+    redraw every label wrong and alike (400 ... 700 as 40 ... 70), which fits as surely as the
+    truth; where the input's axes are surer, they map the restoration's series (axes_from
+    "input": either axis the input's). Of two readings of an axis a power of ten apart, the one
+    that shows the decimal points the other lost (_points_lost: 0.6 drawn as 6) is kept, however
+    sure the other."""
     inputs = inputs or [None] * len(images)
     results = _read(images, inputs)
     # an input among the images (evaluate reads both) was read alone there already
@@ -181,7 +187,8 @@ def digitize_many(
         if isinstance(own, Unreadable):
             continue
         if isinstance(chart, Unreadable):
-            results[index] = replace(own, read_from="input", axes_from="input")
+            traced = _traced_on(images[index], own) if _same_size(images[index], given) else None
+            results[index] = traced or replace(own, read_from="input", axes_from="input")
         elif _same_size(images[index], given):
             x_axis, y_axis = chart.x_axis, chart.y_axis
             if own.confidence > chart.confidence and (
@@ -237,6 +244,24 @@ def _pointed(axis: Axis) -> float:
 def _same_size(image: np.ndarray, other: np.ndarray) -> bool:
     """Whether two images are one size (a restoration and the input it was restored from)."""
     return np.shape(image)[:2] == np.shape(other)[:2]
+
+
+def _traced_on(image: np.ndarray, read: Digitized) -> Digitized | None:
+    """The image's lines mapped through another reading's axes (its input's, which it matches
+    pixel for pixel), where its frame and lines can be read though its labels cannot; None where
+    they cannot either. A restoration's lines are sharper than its input's where its labels came
+    out wrong alike."""
+    try:
+        pixels, frame = locate(image)
+        traces, _, legend = trace_series(pixels, frame)
+    except (Unreadable, *ODD_INPUT):
+        return None
+    if not traces:
+        return None
+    series = _mapped(traces, read.x_axis, read.y_axis)
+    chart = Digitized(frame.box, read.x_axis, read.y_axis, series, traces, legend, "image", "input")
+    (named,) = _named([(pixels, chart)])
+    return named
 
 
 def _with_axes(chart: Digitized, x_axis: Axis, y_axis: Axis) -> Digitized:
