@@ -337,6 +337,27 @@ def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multi
     assert _multiplier(readings) == multiplier
 
 
+@pytest.mark.parametrize(
+    ("readings", "votes", "multiplier"),
+    [
+        (["", "", "-0"], ["1070"], 1.0),  # a plotnine legend's edge above the plot
+        (["", "", "7", "1"], ["15", "0"], 1.0),  # a scan's specks above a y axis
+        (["", "", "1"], ["1e6"], 1e6),  # motion blur: only the voter reads the e and the 6
+        (["e2", "e", "10^7"], ["107"], 1e7),  # Tesseract misreads the 7; the voter's vote decides
+        (["e7", "e", "07"], ["07"], 1e7),  # only Tesseract reads the e
+    ],
+)
+def test_a_voters_lone_reading_of_an_offset_text_counts_only_written_out(
+    readings, votes, multiplier
+):
+    """A voter's (digitize_reader.voters) reading of what may be an offset text adds its vote
+    to Tesseract's and the shipped reader's; where none of theirs reads an exponent, it counts
+    alone only written out (1e6), not in the forms a misread e leaves (107, 15): nothing checks
+    an exponent as the fit checks a tick (dev seed 105's chart 23, where the voter read a
+    legend's edge as 1070, had y scaled by 10^70)."""
+    assert _multiplier(readings, votes) == multiplier
+
+
 def test_a_trailing_point_is_no_decimal_and_a_value_both_readers_read_wins():
     """plotnine's 100 and 50 (y, 61 px apart) read by Tesseract as 100. and 2. (a speck read as
     a point) and as 50 under the other darkening; the label reader reads 100 and 50. Both pairs

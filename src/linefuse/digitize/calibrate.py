@@ -72,6 +72,7 @@ BASES = ("1", "10")
 # at all (16); the label reader writes it as 1e^6 or 10^6; but the offset text is always 1, e
 # and the exponent
 MULTIPLIER = re.compile(r"(?:1?[e6]\^?|10\^?|1)([-+]?\d{1,2})")
+WRITTEN_OUT = re.compile(r"[e^]")  # an exponent's mark: what a misread leaves out
 MAX_EXPONENT = 300  # a float's
 # 2,500 as Tesseract and the label reader read it: 2.500 (_separators_read_as_points)
 SEPARATED = re.compile(r"[-+]?[1-9]\d{0,2}\.\d{3}")
@@ -260,18 +261,28 @@ def read_ticks(
             ticks = _separators_read_as_points(ticks)
             axes.append(ticks + _points_dropped(ticks))
         multiplier = 1.0
-        if frame.y_offset is not None:  # Tesseract's readings first, then the label reader's
-            multiplier = _multiplier(read[first : first + variants] + next(crnn))
+        if frame.y_offset is not None:  # Tesseract's readings, the shipped reader's, the voters'
+            readings, readers = next(crnn), len(paths.DIGITIZE_READERS)
+            shipped = [text for index, text in enumerate(readings) if index % readers == 0]
+            voted = [text for index, text in enumerate(readings) if index % readers]
+            multiplier = _multiplier(read[first : first + variants] + shipped, voted)
             first += variants
         found.append((axes[0], axes[1], multiplier))
     return found
 
 
-def _multiplier(texts: list[str]) -> float:
+def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
     """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
-    its readings: the exponent most of them read (of equals, the first read); 1 when none
-    reads one. A misread digit is seldom read alike twice."""
+    its readings (Tesseract's and the shipped label reader's) and the voters' (`votes`): the
+    exponent most of them read (of equals, the first read); 1 when none reads one. A misread
+    digit is seldom read alike twice. Where no other reading reads an exponent, a voter's
+    counts only written out (1e6, 10^6): nothing checks an exponent as the fit checks a tick's
+    value, and the forms a misread e leaves (107, 15) are what a voter makes of a legend's edge
+    above the plot (1070: every value scaled by 10^70)."""
     exponents = [int(m.group(1)) for t in texts if (m := MULTIPLIER.fullmatch(normalise(t)))]
+    for text in map(normalise, votes):
+        if (m := MULTIPLIER.fullmatch(text)) and (exponents or WRITTEN_OUT.search(text)):
+            exponents.append(int(m.group(1)))
     if not exponents:
         return 1.0
     return 10.0 ** max(exponents, key=exponents.count)  # max keeps the first of equals
