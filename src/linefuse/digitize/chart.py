@@ -249,8 +249,8 @@ def _same_size(image: np.ndarray, other: np.ndarray) -> bool:
 def _traced_on(image: np.ndarray, read: Digitized) -> Digitized | None:
     """The image's lines mapped through another reading's axes (its input's, which it matches
     pixel for pixel), where its frame and lines can be read though its labels cannot; None where
-    they cannot either. A restoration's lines are sharper than its input's where its labels came
-    out wrong alike."""
+    they cannot either. A restoration's lines are sharper than its input's even where its labels
+    came out illegible."""
     try:
         pixels, frame = locate(image)
         traces, _, legend = trace_series(pixels, frame)
