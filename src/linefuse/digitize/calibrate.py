@@ -263,9 +263,8 @@ def read_ticks(
         multiplier = 1.0
         if frame.y_offset is not None:  # Tesseract's readings, the shipped reader's, the voters'
             readings, readers = next(crnn), len(paths.DIGITIZE_READERS)
-            shipped = [text for index, text in enumerate(readings) if index % readers == 0]
             voted = [text for index, text in enumerate(readings) if index % readers]
-            multiplier = _multiplier(read[first : first + variants] + shipped, voted)
+            multiplier = _multiplier(read[first : first + variants] + readings[::readers], voted)
             first += variants
         found.append((axes[0], axes[1], multiplier))
     return found
