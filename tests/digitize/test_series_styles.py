@@ -14,6 +14,7 @@ from linefuse.data.images import load_rgb
 from linefuse.digitize.chart import digitize
 from linefuse.digitize.outputs import csv_text
 from linefuse.digitize.score import score
+from linefuse.digitize.series import _missed_grid
 from linefuse.digitize.sets import CHART_SETS, dev2_chart_params, dev_chart_params
 from linefuse.params.full import load_params
 
@@ -289,3 +290,28 @@ def test_classic_dashes_drawn_in_points_are_followed(tmp_path, chart_set, seed, 
     read, drawn, line = _set_chart_read(tmp_path, chart_set, index, **recipe)
     assert len(read) == drawn
     assert line > 0.85
+
+
+@needs_tesseract
+def test_grid_lines_under_a_legend_are_found_on_the_grids_spacing(tmp_path):
+    """Chart 101 of the dev recipe drawn with seed 9: black grid lines, the top one under the
+    legend and the one below it crossed by the curves, so the frame finds neither. Extrapolated
+    from the first rows of the three it finds, the grid's spacing missed each by three rows,
+    and the top one was read as a black series (task-6b 0.56)."""
+    read, _, line = _set_chart_read(tmp_path, "dev", 101, seed=9)
+    assert not [s for s in read if max(s.colour) < 60]
+    assert line > 0.65
+
+
+def test_grid_lines_stepped_beyond_the_found_ones_end_at_the_box():
+    """The found lines of a blurred restoration (dev2 chart 63, hard scan): one run over most of
+    the box and four below it, whose first rows step by multiples of 2 px, so they pass for a
+    grid of 2 px while their centres step by 1.3. Re-anchored on the rows found within a pixel
+    of it, a step beyond them would land 1.3 px back, where it started, and the walk would
+    stand still at the box's last row: each step moves on by half a spacing at least."""
+    colour = np.array([90.0, 90.0, 90.0])
+    box = np.full((183, 40, 3), 90, dtype=np.uint8)  # every row in the lines' colour
+    rows = [*range(1, 115), *range(117, 144), *range(145, 153), 168, *range(170, 173)]
+    found = _missed_grid(box, [(row, colour) for row in rows])
+    assert found == sorted(set(found)) and found[-1] <= 182
+    assert 181 in found  # the last row holds the walk's last line

@@ -632,7 +632,7 @@ def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     glyphs = [
         g
         for g in _glyphs(text[: top - 1])
-        if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX and not _line_above(g, top)
+        if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX and not _line_above(g, text, top)
     ]
     if not glyphs:
         return None
@@ -650,12 +650,13 @@ def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     return word if abs(word.box[0] - left) <= size else None
 
 
-def _line_above(glyph: tuple[int, int, int, int], top: int) -> bool:
+def _line_above(glyph: tuple[int, int, int, int], text: np.ndarray, top: int) -> bool:
     """Whether a glyph above the box's top line is a vertical line going on above it (the
     spine, grid lines: a box whose top is a grid line under the axes' own top): at most
-    THIN + 1 px wide, down to that top line."""
+    THIN + 1 px wide, down to that top line with no bare row between (a serif 1 standing a row
+    above the line is a glyph)."""
     x0, _, x1, bottom = glyph
-    return bottom >= top - 1 and x1 - x0 <= THIN + 1
+    return bottom >= top - 1 and x1 - x0 <= THIN + 1 and bool(text[top - 1, x0:x1].any())
 
 
 def _evenly_spaced(centres: list[float]) -> bool:

@@ -169,26 +169,38 @@ def _missed_grid(box: np.ndarray, lines: list[tuple[int, np.ndarray]]) -> list[i
     """The rows of `box` that hold grid lines the frame missed (a series along one, a legend
     across it): on the even spacing of the grid lines found inside the box (`lines`: their rows
     and colours; two at least), in a found line's colour (within GRID_TINT) across GRID_SPAN of
-    the box."""
+    the box. Grid lines are snapped to whole pixels, so their spacing varies by a pixel: beyond
+    the found lines it is stepped one spacing at a time from the last line found, measured
+    between the lines' centres."""
     inside = np.array(sorted(index for index, _ in lines if 0 < index < len(box) - 1))
-    inside = inside[np.diff(inside, prepend=-2) > 1]  # a line over two rows is one line
-    steps = np.diff(inside)
-    if len(inside) < 2:
+    starts, ends = runs(np.isin(np.arange(len(box)), inside))  # a line over rows is one line
+    if len(starts) < 2:
         return []
+    steps = np.diff(starts)
     # the spacing over all the lines found: one step, a pixel off at most, rounds between them
     multiples = np.round(steps / steps.min())
-    step = (inside[-1] - inside[0]) / multiples.sum()
+    step = (starts[-1] - starts[0]) / multiples.sum()
     if np.any(np.abs(steps - multiples * step) > 1.5):
         return []  # not one grid's spacing
     near = np.min([distance(box, colour) for _, colour in lines], axis=0) <= GRID_TINT
     tinted = near.sum(axis=1) >= GRID_SPAN * box.shape[1]
-    expected = np.round(inside[0] + step * np.arange(-len(box), len(box))).astype(int)
-    return [
-        row
-        for centre in expected[(expected >= 0) & (expected < len(box))]
-        for row in range(max(centre - 1, 0), min(centre + 2, len(box)))
-        if tinted[row]
-    ]
+
+    def at(row: float) -> list[int]:  # the tinted rows within a pixel of `row`
+        return [
+            r for r in range(max(round(row) - 1, 0), min(round(row) + 2, len(box))) if tinted[r]
+        ]
+
+    # a pixel either side of the first rows of the found lines and of those between them
+    found = [r for k in range(int(multiples.sum()) + 1) for r in at(starts[0] + step * k)]
+    centres = (starts + ends - 1) / 2
+    spacing = (centres[-1] - centres[0]) / multiples.sum()
+    for centre, direction in ((centres[0], -1), (centres[-1], 1)):
+        while 0 <= (centre := centre + direction * spacing) < len(box):
+            rows = at(centre)
+            found += rows
+            if rows:  # the line found, within half a spacing: each step moves on
+                centre += float(np.clip(np.mean(rows) - centre, -spacing / 2, spacing / 2))
+    return sorted(set(found))
 
 
 def _dotted(ink: np.ndarray) -> np.ndarray:
