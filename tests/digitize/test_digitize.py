@@ -822,13 +822,16 @@ def test_an_offset_text_is_one_word_above_the_lines_that_go_on_past_the_box():
 
 
 @needs_tesseract
-@pytest.mark.parametrize("seed, index", [(103, 4), (103, 77), (113, 22)])
+@pytest.mark.parametrize("seed, index", [(103, 4), (103, 77), (113, 22), (125, 36), (127, 24)])
 def test_offset_texts_drawn_in_a_serif_font_and_onto_the_box_are_read(seed, index):
     """Focus-set charts (every y offset): seed 103's chart 4, a STIX 1 e7 (grayscale style), and
     chart 77, a 1e7 drawn onto the box's top line (classic style), give their multipliers; their
     words were a lone 1 and no word. Seed 113's chart 22, a serif 1e7 whose 1 stands a bare row
     above the box's top line, was a word without its 1 (e7, read 7: no exponent), the 1 taken
-    for a grid line going on above the box."""
+    for a grid line going on above the box. Seed 125's chart 36 and seed 127's chart 24
+    (grayscale: no top spine) write theirs three bare rows above the left spine's top, which the
+    spine's run, bridged across them, reached: the box's top was the text's, and no word was
+    above it."""
     recipe = dev_chart_params(load_params(ROOT / "params.yaml"), seed)
     recipe = recipe.model_copy(update={"offset_y_prob": 1.0})
     image, _, _ = draw_chart(recipe, index)

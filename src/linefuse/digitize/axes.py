@@ -198,7 +198,7 @@ def _box_from_lines(
     None for the box when there are none either way."""
     height, width = ink.shape
     h_len, h_start, h_end, h_first, h_last = _line_runs(image, ink, LINE_SHARE * width)
-    v_len, v_start, v_end, v_first, v_last = _line_runs(
+    v_len, _, v_end, v_first, v_last = _line_runs(
         image.transpose(1, 0, 2), ink.T, LINE_SHARE * height
     )
     h_own, v_own = h_last - h_first, v_last - v_first
@@ -210,7 +210,8 @@ def _box_from_lines(
     # a line drawn over several pixels (anti-aliased, thick) is one line: count groups
     # no pair of lines one way: the other way's lines' usual extent, and where one line crosses
     # them (an L-shaped frame: two spines hidden), that line at the end it is nearer; a run's
-    # ends reach over the tick marks and labels beyond that spine
+    # ends reach over the tick marks and labels beyond that spine, and a y spine's top, bridged,
+    # into the offset text written above it (1e7): it ends where it does in its own colour
     if _groups(cols) >= 2:
         left, right = cols.min(), cols.max() + 1
         if len(rows):
@@ -224,7 +225,7 @@ def _box_from_lines(
         if len(cols):
             top = -_reach(-top, -v_first[cols])
     elif len(cols):
-        top, bottom = _extent(v_start[cols], v_end[cols], rows)
+        top, bottom = _extent(v_first[cols], v_end[cols], rows)
     else:
         return None, rows, cols
     if right - left < LINE_SHARE * width or bottom - top < LINE_SHARE * height:
