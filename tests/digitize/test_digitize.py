@@ -823,7 +823,7 @@ def test_an_offset_text_is_one_word_above_the_lines_that_go_on_past_the_box():
 
 @needs_tesseract
 @pytest.mark.parametrize("seed, index", [(103, 4), (103, 77), (113, 22), (125, 36), (127, 24)])
-def test_offset_texts_drawn_in_a_serif_font_and_onto_the_box_are_read(seed, index):
+def test_offset_texts_in_serif_fonts_on_the_box_and_over_open_frames_are_read(seed, index):
     """Focus-set charts (every y offset): seed 103's chart 4, a STIX 1 e7 (grayscale style), and
     chart 77, a 1e7 drawn onto the box's top line (classic style), give their multipliers; their
     words were a lone 1 and no word. Seed 113's chart 22, a serif 1e7 whose 1 stands a bare row
