@@ -15,7 +15,7 @@ from linefuse import paths
 from linefuse.data.charts import draw_chart
 from linefuse.data.labels import encode
 from linefuse.digitize import label_onnx
-from linefuse.digitize.label_patches import found_labels, label_patches
+from linefuse.digitize.label_patches import RestoredCopies, found_labels, label_patches
 from linefuse.digitize.label_reader import LabelReader, crop_labels, ctc_loss, read_labels
 from linefuse.evaluate.label_reader_card import character_error_rate
 from linefuse.params import ParamsError
@@ -113,6 +113,32 @@ def test_a_reader_drawn_at_the_datas_sizes_trains_on_labels_as_small_as_the_data
     assert heights["data"] < 0.8 * heights["base"], heights
 
 
+@pytest.mark.slow  # restores four charts
+def test_restored_copies_are_further_degraded_copies_brought_back_by_the_base():
+    seed = PARAMS.base.chart_seed
+    restore = RestoredCopies(PARAMS, PARAMS.digitize_reader.restorer, 1)
+    distances = []
+    for chart in CHARTS[:4]:
+        degraded = label_patches(DEFAULT_CHARTS, [chart], 1, copies=(PARAMS.degrade, 1, seed))
+        count = len(degraded) // 2  # the sharp chart's labels, then the degraded copy's
+        sharp, blurred = degraded.patches[:count], degraded.patches[count:]
+        # the copy restored, as the only copy
+        alone = label_patches(
+            DEFAULT_CHARTS, [chart], 1, copies=(PARAMS.degrade, 0, seed), restore=restore
+        )
+        assert np.array_equal(alone.patches[:count], sharp)
+        back = alone.patches[count:]
+        distances.append([np.abs(view.astype(float) - sharp).mean() for view in (blurred, back)])
+        # a restored copy comes after the degraded ones, which stay as they were
+        both = label_patches(
+            DEFAULT_CHARTS, [chart], 1, copies=(PARAMS.degrade, 1, seed), restore=restore
+        )
+        assert len(both) == 3 * count
+        assert np.array_equal(both.patches[: 2 * count], degraded.patches)
+    blurred_distance, restored_distance = np.mean(distances, axis=0)
+    assert restored_distance < 0.5 * blurred_distance, distances
+
+
 def test_the_shipped_reader_is_small_and_carded():
     weights = SHIPPED / "diffusion_pytorch_model.safetensors"
     assert weights.stat().st_size < 1024**2
@@ -176,6 +202,7 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
     params["digitize_reader"].update(
         name="test-digitize",
         charts=3,
+        restored=1,
         steps=2,
         score_charts=2,
         voters=[{"name": "test-voter", "charts": 2, "steps": 3}],
@@ -185,6 +212,7 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
     folder = tmp_path / "zoo" / "test-digitize"
     card = (folder / "README.md").read_text()
     assert "make digitize-reader" in card and "degraded copies" in card
+    assert f"1 more each restored by {PARAMS.digitize_reader.restorer}" in card
     assert (folder / label_onnx.ONNX_FILE).is_file()  # what digitize reads, made with the weights
     assert "the words digitize finds" in card and "matplotlib, plotnine" in card
     assert "2 steps of 64" in card and "(its voter" not in card

@@ -7,24 +7,34 @@ box jittered, at every training step. A chart may be degraded before its labels 
 blur spreads from the chart around each label), each degradation seeded per chart, and its
 labels may be cut at the boxes of the words digitize finds (axes.find_frame) instead of the
 drawer's: a reader for digitize then learns the crops it will be given, blurred glyphs' wider
-boxes and all.
+boxes and all. Further degraded copies may be restored before their labels are cut, by a shipped
+base with no adapter (inference/restorer.py): digitize reads restorations, whose labels the
+restorer redraws in part, unlike any blurred or sharp label.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
+from linefuse.data.deskew import straighten
 from linefuse.data.labels import encode, normalise, readable
 from linefuse.digitize.axes import find_frame
 from linefuse.params.data import ChartParams
 from linefuse.params.degrade import DegradeParams
+from linefuse.paths import unet_folder
 from linefuse.stage import ordered_map
+
+if TYPE_CHECKING:
+    from linefuse.inference.restorer import Restorer
+    from linefuse.params.full import Params
 
 PATCH = (48, 128)  # (rows, columns) of image pixels per patch: the largest tick label and PAD
 PAD = 8  # image pixels kept above and left of each box, room for the box's jitter and margin
@@ -125,12 +135,52 @@ def degraded_copies(
     return found
 
 
-def _chart_patches(index: int, cfg: ChartParams, blur, copies, found: bool) -> tuple:
+@dataclass(frozen=True)
+class RestoredCopies:
+    """`count` further degraded copies of each chart (after degraded_copies' own), restored by
+    the base `base` (a shipped base's name or a base folder) as evaluate restores: straightened
+    (eval.deskew), eval.steps, eval.seed."""
+
+    params: Params
+    base: str
+    count: int
+
+
+_restorers: dict[str, Restorer] = {}  # per worker process: one model loaded per base
+
+
+def restored(images: list[np.ndarray], copies: RestoredCopies) -> list[np.ndarray]:
+    from linefuse.inference.restorer import Restorer
+
+    if copies.base not in _restorers:
+        if multiprocessing.parent_process() is not None:
+            torch.set_num_threads(1)  # a worker process: the workers share the cores
+        folder = unet_folder(copies.base)
+        _restorers[copies.base] = Restorer.from_params(copies.params, None, "cpu", folder)
+    restorer, evaluation = _restorers[copies.base], copies.params.eval
+    # each whole, never in tiles: the tile size `auto` picks hangs on this machine's timings,
+    # and the reader's data must not
+    return [
+        restorer.restore(
+            straighten(image, evaluation.deskew)[None], evaluation.steps, evaluation.seed
+        )[0]
+        for image in images
+    ]
+
+
+def _chart_patches(
+    index: int, cfg: ChartParams, blur, copies, found: bool, restore: RestoredCopies | None
+) -> tuple:
     image, _, sidecar = draw_chart(cfg, index)
     if blur is not None:
         domain, level, name, seed = blur
         image, _ = degrade(image, domain, level, item_rng(seed, index, domain, name))
-    views = [image] + (degraded_copies(image, index, *copies) if copies else [])
+    views = [image]
+    if copies:
+        degrade_cfg, count, seed = copies
+        extra = restore.count if restore else 0
+        drawn = degraded_copies(image, index, degrade_cfg, count + extra, seed)
+        views += drawn[:count] + (restored(drawn[count:], restore) if extra else [])
     labels = sidecar["tick_labels"]
     parts = [cut(view, found_labels(view, labels) if found else labels) for view in views]
     return (
@@ -148,13 +198,15 @@ def label_patches(
     blur: tuple | None = None,
     copies: tuple[DegradeParams, int, int] | None = None,
     found: bool = False,
+    restore: RestoredCopies | None = None,
 ) -> LabelPatches:
     """The labels of charts `indices` drawn with `cfg`, on `workers` processes; with `blur` =
     (domain, level settings, level name, seed), each chart degraded so before its labels are
     cut; with `copies` = (degrade settings, count, seed), each chart's labels cut from that many
-    degraded copies too (degraded_copies); `found`: cut at the words digitize finds
-    (found_labels), not at the drawer's boxes. The result does not depend on `workers`."""
-    task = partial(_chart_patches, cfg=cfg, blur=blur, copies=copies, found=found)
+    degraded copies too (degraded_copies), and with `restore` from that many more, restored;
+    `found`: cut at the words digitize finds (found_labels), not at the drawer's boxes. The
+    result does not depend on `workers`."""
+    task = partial(_chart_patches, cfg=cfg, blur=blur, copies=copies, found=found, restore=restore)
     charts = list(ordered_map(task, list(indices), workers, "label charts", "chart"))
     return LabelPatches(
         patches=np.concatenate([c[0] for c in charts]),

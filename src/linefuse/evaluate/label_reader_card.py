@@ -89,6 +89,7 @@ def write_scores_and_card(
     voter = f" (its voter {cfg.name}'s keys)" if cfg.name != getattr(params, section).name else ""
     libraries = cfg.libraries or params.base.libraries
     copies = f", each also in {cfg.degraded} degraded copies (a `degrade` domain and level each)"
+    restored = f" and {cfg.restored} more each restored by {cfg.restorer} (whole, no adapter)"
     axes = " with the default data's axes (descending x, log y and offset labels too)"
     sizes = (
         f" at the default data's type and figure sizes ({charts.font_pt[0]:g}-"
@@ -122,7 +123,8 @@ def write_scores_and_card(
         f"- Architecture: {metrics['parameters']:,} parameters; crops of {cfg.height} x "
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
         f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts"
-        f"{copies if cfg.degraded else ''}, drawn by {', '.join(libraries)} like the base's "
+        f"{copies if cfg.degraded else ''}{restored if cfg.restored else ''}, drawn by "
+        f"{', '.join(libraries)} like the base's "
         f"charts{axes if cfg.axes == 'data' else ''}{sizes if cfg.sizes == 'data' else ''} "
         f"with seed {params.base.chart_seed} (the default data uses {charts.seed}), "
         f"never the held-out families or libraries ({', '.join(charts.held_out)}); cut at "

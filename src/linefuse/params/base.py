@@ -121,6 +121,8 @@ class LabelReaderParams(Strict):
     axes: Literal["base", "data"]  # its charts' axes: the base's, or data.charts' (descending, log)
     sizes: Literal["base", "data"]  # its charts' fonts, type and figure sizes: the base's or data's
     degraded: Annotated[int, Field(ge=0, le=15)]  # degraded copies of each chart it also reads
+    restored: Annotated[int, Field(ge=0, le=15)]  # more degraded copies, restored by `restorer`
+    restorer: str  # the shipped base (zoo/NAME) or a base folder that restores them
     boxes: Literal["sidecar", "found"]  # each label's box: the drawer's, or the word digitize finds
     height: Annotated[int, Field(ge=8, le=256, multiple_of=8)]
     width: Annotated[int, Field(ge=8, le=1024, multiple_of=2)]

@@ -3,11 +3,12 @@
 The tick labels of a reader's `charts` charts drawn like the base's (data/charts'
 base_chart_params: base.chart_seed, never a held-out family or library), by its `libraries`
 where it names them, with data.charts' axes where its `axes` are the data's and at data.charts'
-fonts and sizes where its `sizes` are, are cut out once, on every core: sharp, and from
-`degraded` degraded copies of each chart, at the drawer's boxes or at the words digitize finds
-(`boxes`). Then the reader learns to read them: AdamW on the CTC loss, a one-cycle learning
-rate, each step's crops cut with every box edge jittered by up to `jitter_px`. Seeded, so a run
-remakes the same weights on the same machine.
+fonts and sizes where its `sizes` are, are cut out once, on every core: sharp, from `degraded`
+degraded copies of each chart and from `restored` more, each restored by the base `restorer`;
+at the drawer's boxes or at the words digitize finds (`boxes`). Then the reader learns to read
+them: AdamW on the CTC loss, a one-cycle learning rate, each step's crops cut with every box
+edge jittered by up to `jitter_px`. Seeded, so a run remakes the same weights on the same
+machine.
 evaluate/label_reader_card.py scores it and writes its card.
 """
 
@@ -22,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from linefuse.data.charts import base_chart_params
-from linefuse.digitize.label_patches import label_patches
+from linefuse.digitize.label_patches import RestoredCopies, label_patches
 from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
 from linefuse.params.data import AXIS_KNOBS, SIZE_KNOBS
@@ -55,13 +56,16 @@ def train_label_reader(
     """Trains the reader `cfg` (params.label_reader or params.digitize_reader) from scratch;
     returns it and what the card tells of the run."""
     started = time.perf_counter()
-    copies = (params.degrade, cfg.degraded, params.base.chart_seed) if cfg.degraded else None
+    copies = None
+    if cfg.degraded or cfg.restored:
+        copies = (params.degrade, cfg.degraded, params.base.chart_seed)
     labels = label_patches(
         reader_charts(params, cfg),
         list(range(cfg.charts)),
         workers,
         copies=copies,
         found=cfg.boxes == "found",
+        restore=RestoredCopies(params, cfg.restorer, cfg.restored) if cfg.restored else None,
     )
     drawn = time.perf_counter()
     torch.manual_seed(cfg.seed)
