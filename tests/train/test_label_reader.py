@@ -208,7 +208,9 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
         voters=[{"name": "test-voter", "charts": 2, "steps": 3}],
     )
     write_params(tmp_path, params)
-    assert run_cli(tmp_path, "digitize-reader", "--workers", "1") == 0
+    # two workers: the voter's copies are restored in processes started after the first reader
+    # trained here, where a forked one would wait forever on torch's threads
+    assert run_cli(tmp_path, "digitize-reader", "--workers", "2") == 0
     folder = tmp_path / "zoo" / "test-digitize"
     card = (folder / "README.md").read_text()
     assert "make digitize-reader" in card and "degraded copies" in card

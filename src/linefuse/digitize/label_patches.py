@@ -150,6 +150,7 @@ _restorers: dict[str, Restorer] = {}  # per worker process: one model loaded per
 
 
 def restored(images: list[np.ndarray], copies: RestoredCopies) -> list[np.ndarray]:
+    """The degraded uint8 (H, W, 3) `images` restored by `copies.base`, in order."""
     from linefuse.inference.restorer import Restorer
 
     if copies.base not in _restorers:
@@ -207,7 +208,10 @@ def label_patches(
     `found`: cut at the words digitize finds (found_labels), not at the drawer's boxes. The
     result does not depend on `workers`."""
     task = partial(_chart_patches, cfg=cfg, blur=blur, copies=copies, found=found, restore=restore)
-    charts = list(ordered_map(task, list(indices), workers, "label charts", "chart"))
+    # a restorer's torch in a worker forked after this process ran torch (a reader trained
+    # before its voter's labels are cut) would wait forever on the threads the fork left behind
+    start = "forkserver" if restore else "fork"
+    charts = list(ordered_map(task, list(indices), workers, "label charts", "chart", start))
     return LabelPatches(
         patches=np.concatenate([c[0] for c in charts]),
         boxes=np.concatenate([c[1].reshape(-1, 4) for c in charts]),
