@@ -4,6 +4,7 @@ and the two shipped readers."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from linefuse.evaluate.label_reader_card import character_error_rate
 from linefuse.params import ParamsError
 from linefuse.params.data import SIZE_KNOBS
 from linefuse.params.full import load_params, parse_params
-from linefuse.train.label_reader_training import reader_charts
+from linefuse.train.label_reader_training import reader_charts, restore_whole
 
 from conftest import ROOT, run_cli, tiny_params, write_params
 
@@ -116,7 +117,9 @@ def test_a_reader_drawn_at_the_datas_sizes_trains_on_labels_as_small_as_the_data
 @pytest.mark.slow  # restores four charts
 def test_restored_copies_are_further_degraded_copies_brought_back_by_the_base():
     seed = PARAMS.base.chart_seed
-    restore = RestoredCopies(PARAMS, PARAMS.digitize_reader.restorer, 1)
+    restore = RestoredCopies(
+        1, partial(restore_whole, params=PARAMS, base=PARAMS.digitize_reader.restorer)
+    )
     distances = []
     for chart in CHARTS[:4]:
         degraded = label_patches(DEFAULT_CHARTS, [chart], 1, copies=(PARAMS.degrade, 1, seed))

@@ -7,34 +7,27 @@ box jittered, at every training step. A chart may be degraded before its labels 
 blur spreads from the chart around each label), each degradation seeded per chart, and its
 labels may be cut at the boxes of the words digitize finds (axes.find_frame) instead of the
 drawer's: a reader for digitize then learns the crops it will be given, blurred glyphs' wider
-boxes and all. Further degraded copies may be restored before their labels are cut, by a shipped
-base with no adapter (inference/restorer.py): digitize reads restorations, whose labels the
+boxes and all. Further degraded copies may be restored before their labels are cut (by a
+shipped base: train/label_reader_training.py): digitize reads restorations, whose labels the
 restorer redraws in part, unlike any blurred or sharp label.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from linefuse.data.charts import draw_chart
 from linefuse.data.degrade import degrade, item_rng
-from linefuse.data.deskew import straighten
 from linefuse.data.labels import encode, normalise, readable
 from linefuse.digitize.axes import find_frame
 from linefuse.params.data import ChartParams
 from linefuse.params.degrade import DegradeParams
-from linefuse.paths import unet_folder
 from linefuse.stage import ordered_map
-
-if TYPE_CHECKING:
-    from linefuse.inference.restorer import Restorer
-    from linefuse.params.full import Params
 
 PATCH = (48, 128)  # (rows, columns) of image pixels per patch: the largest tick label and PAD
 PAD = 8  # image pixels kept above and left of each box, room for the box's jitter and margin
@@ -137,36 +130,12 @@ def degraded_copies(
 
 @dataclass(frozen=True)
 class RestoredCopies:
-    """`count` further degraded copies of each chart (after degraded_copies' own), restored by
-    the base `base` (a shipped base's name or a base folder) as evaluate restores: straightened
-    (eval.deskew), eval.steps, eval.seed."""
+    """`count` further degraded copies of each chart (after degraded_copies' own), each brought
+    back by `restore` before its labels are cut: a picklable callable from degraded uint8
+    (H, W, 3) images to their restorations, in order (train/label_reader_training.py's)."""
 
-    params: Params
-    base: str
     count: int
-
-
-_restorers: dict[str, Restorer] = {}  # per worker process: one model loaded per base
-
-
-def restored(images: list[np.ndarray], copies: RestoredCopies) -> list[np.ndarray]:
-    """The degraded uint8 (H, W, 3) `images` restored by `copies.base`, in order."""
-    from linefuse.inference.restorer import Restorer
-
-    if copies.base not in _restorers:
-        if multiprocessing.parent_process() is not None:
-            torch.set_num_threads(1)  # a worker process: the workers share the cores
-        folder = unet_folder(copies.base)
-        _restorers[copies.base] = Restorer.from_params(copies.params, None, "cpu", folder)
-    restorer, evaluation = _restorers[copies.base], copies.params.eval
-    # each whole, never in tiles: the tile size `auto` picks hangs on this machine's timings,
-    # and the reader's data must not
-    return [
-        restorer.restore(
-            straighten(image, evaluation.deskew)[None], evaluation.steps, evaluation.seed
-        )[0]
-        for image in images
-    ]
+    restore: Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
 def _chart_patches(
@@ -181,7 +150,7 @@ def _chart_patches(
         degrade_cfg, count, seed = copies
         extra = restore.count if restore else 0
         drawn = degraded_copies(image, index, degrade_cfg, count + extra, seed)
-        views += drawn[:count] + (restored(drawn[count:], restore) if extra else [])
+        views += drawn[:count] + (restore.restore(drawn[count:]) if extra else [])
     labels = sidecar["tick_labels"]
     parts = [cut(view, found_labels(view, labels) if found else labels) for view in views]
     return (

@@ -15,7 +15,9 @@ evaluate/label_reader_card.py scores it and writes its card.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,12 +25,15 @@ import torch
 from tqdm import tqdm
 
 from linefuse.data.charts import base_chart_params
+from linefuse.data.deskew import straighten
 from linefuse.digitize.label_patches import RestoredCopies, label_patches
 from linefuse.digitize.label_reader import LabelReader, ctc_loss
 from linefuse.hardware import cpu_model
 from linefuse.params.data import AXIS_KNOBS, SIZE_KNOBS
+from linefuse.paths import unet_folder
 
 if TYPE_CHECKING:
+    from linefuse.inference.restorer import Restorer
     from linefuse.params.base import LabelReaderParams
     from linefuse.params.full import Params
 
@@ -50,6 +55,29 @@ def reader_charts(params: Params, cfg: LabelReaderParams):
     return charts.model_copy(update=update)
 
 
+_restorers: dict[str, Restorer] = {}  # per process: each base loaded once
+
+
+def restore_whole(images: list, params: Params, base: str) -> list:
+    """The degraded uint8 (H, W, 3) `images` restored by the base `base` (a shipped base's name
+    or a base folder, no adapter) as evaluate restores them (straightened by eval.deskew,
+    eval.steps, eval.seed), each whole, never in tiles: the tile size `auto` picks hangs on
+    this machine's timings, and a reader's data must not."""
+    from linefuse.inference.restorer import Restorer
+
+    if base not in _restorers:
+        if multiprocessing.parent_process() is not None:
+            torch.set_num_threads(1)  # a worker process: the workers share the cores
+        _restorers[base] = Restorer.from_params(params, None, "cpu", unet_folder(base))
+    restorer, evaluation = _restorers[base], params.eval
+    return [
+        restorer.restore(
+            straighten(image, evaluation.deskew)[None], evaluation.steps, evaluation.seed
+        )[0]
+        for image in images
+    ]
+
+
 def train_label_reader(
     params: Params, cfg: LabelReaderParams, workers: int
 ) -> tuple[LabelReader, dict]:
@@ -65,7 +93,11 @@ def train_label_reader(
         workers,
         copies=copies,
         found=cfg.boxes == "found",
-        restore=RestoredCopies(params, cfg.restorer, cfg.restored) if cfg.restored else None,
+        restore=(
+            RestoredCopies(cfg.restored, partial(restore_whole, params=params, base=cfg.restorer))
+            if cfg.restored
+            else None
+        ),
     )
     drawn = time.perf_counter()
     torch.manual_seed(cfg.seed)
