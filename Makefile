@@ -123,10 +123,10 @@ wheels:
 
 # `make label-reader` and `make digitize-reader`: remake the tick-label readers LineFuse ships
 # (src/linefuse/zoo/<name>: weights, scores.json and a model card) from params.yaml's
-# label_reader or digitize_reader block, its reader and then each of its voters, on every core.
-# Commit the folders it writes.
+# label_reader or digitize_reader block, its reader and then each of its voters, on every core;
+# READER=<name> remakes that one alone. Commit the folders it writes.
 label-reader digitize-reader: $(BANK_STAMP)
-	$(BIN)/linefuse $@
+	$(BIN)/linefuse $@ $(if $(READER),--reader $(READER))
 
 # `make bank`: draw the base's sharp charts (params.yaml base.bank) once, on all cores, into an LMDB
 # env under .linefuse/bank/<fingerprint of the chart params>; a rerun continues after a stop.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from linefuse import paths, stages
 from linefuse.params import DEVICES, load_sections
 from linefuse.serve.settings import ServingSections
-from linefuse.stage import add_workers_option, atomic_dir, guarded, stage, write_json
+from linefuse.stage import UserError, add_workers_option, atomic_dir, guarded, stage, write_json
 
 if TYPE_CHECKING:
     from linefuse.params.full import Params
@@ -94,8 +94,17 @@ def run_label_reader(params: Params, args: argparse.Namespace) -> None:
     from linefuse.train.label_reader_training import train_label_reader
 
     section = args.command.replace("-", "_")
+    readers = getattr(params, section).readers()  # the section's reader, then its voters
+    names = [cfg.name for cfg in readers]
+    if args.reader and args.reader not in names:
+        raise UserError(
+            f"--reader {args.reader}: {section} has no reader of that name; "
+            f"choose among {', '.join(names)}"
+        )
     with stage(args.command) as written:
-        for cfg in getattr(params, section).readers():  # the section's reader, then its voters
+        for cfg in readers:
+            if args.reader and cfg.name != args.reader:
+                continue
             reader, metrics = train_label_reader(params, cfg, args.workers)
             scores = score_reader(reader, params, cfg, args.workers)
             folder = paths.zoo_model(cfg.name)
@@ -305,7 +314,7 @@ def _add_training_commands(commands) -> None:
         f"train the base LineFuse ships ({paths.ZOO_DIR.name}/<base.name>) on charts drawn on the "
         "fly, score it and write its model card (hours; resumable)",
     )
-    _add_stage(
+    label = _add_stage(
         commands,
         "label-reader",
         run_label_reader,
@@ -313,7 +322,7 @@ def _add_training_commands(commands) -> None:
         "on sharp label crops, score it and write its model card",
         workers=True,
     )
-    _add_stage(
+    digitize = _add_stage(
         commands,
         "digitize-reader",
         run_label_reader,
@@ -321,6 +330,13 @@ def _add_training_commands(commands) -> None:
         "<digitize_reader.name>) on sharp and degraded label crops, score it and write its card",
         workers=True,
     )
+    for sub in (label, digitize):
+        sub.add_argument(
+            "--reader",
+            metavar="NAME",
+            help="remake only this one of the section's readers (its name or a voter's; "
+            "default: every one)",
+        )
 
 
 def _add_profile(commands) -> None:

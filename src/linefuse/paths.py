@@ -67,7 +67,7 @@ def unet_config(spec: str) -> dict:
 
 
 # the label readers digitize reads with: digitize_reader.name, then its voters' names
-DIGITIZE_READERS = ("digitize-reader", "digitize-reader-large")
+DIGITIZE_READERS = ("digitize-reader", "digitize-reader-large", "digitize-reader-restored")
 
 
 def zoo_model(name: str) -> Path:

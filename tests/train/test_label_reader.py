@@ -71,11 +71,12 @@ def test_the_shipped_reader_reads_sharp_labels_and_fails_on_blurred_ones(reader,
 
 
 def test_digitize_reads_with_a_reader_that_reads_blurred_labels_too(reader, sharp, blurred):
-    """The readers digitize ships with (its first and its voter) read what the base's reader
+    """The readers digitize ships with (its first and its voters) read what the base's reader
     cannot: hard-blurred labels."""
     readers = PARAMS.digitize_reader.readers()
     assert paths.DIGITIZE_READERS == tuple(cfg.name for cfg in readers)
-    assert [cfg.charts for cfg in readers] == [1000, 2000]  # the voter: the recipe, larger
+    # the voters: the recipe larger, and the recipe with restored copies
+    assert [(cfg.charts, cfg.restored) for cfg in readers] == [(1000, 0), (2000, 0), (1000, 2)]
     base_cer = _cer(reader, blurred)
     for cfg in readers:
         robust = LabelReader.from_pretrained(paths.zoo_model(cfg.name)).eval()
@@ -226,6 +227,26 @@ def test_linefuse_digitize_reader_trains_on_degraded_copies_at_found_words(tmp_p
     assert "# LineFuse test-voter" in voter_card and "3 steps of 64" in voter_card
     assert "of 2 sharp charts" in voter_card and "(its voter test-voter's keys)" in voter_card
     assert (voter / label_onnx.ONNX_FILE).is_file()
+
+
+@pytest.mark.slow  # draws charts and trains a few steps
+def test_one_reader_of_a_section_is_remade_alone_by_its_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(paths, "ZOO_DIR", tmp_path / "zoo")
+    params = tiny_params()
+    params["digitize_reader"].update(
+        name="test-digitize", charts=2, steps=2, score_charts=2, voters=[{"name": "test-voter"}]
+    )
+    write_params(tmp_path, params)
+    assert run_cli(tmp_path, "digitize-reader", "--reader", "test-vote") == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [
+        "linefuse: error: --reader test-vote: digitize_reader has no reader of that name; "
+        "choose among test-digitize, test-voter"
+    ]
+    assert run_cli(tmp_path, "digitize-reader", "--reader", "test-voter") == 0
+    assert sorted(p.name for p in (tmp_path / "zoo").iterdir()) == ["test-voter"]
+    card = (tmp_path / "zoo" / "test-voter" / "README.md").read_text()
+    assert "`make digitize-reader READER=test-voter`" in card
 
 
 @pytest.mark.slow  # draws charts and trains a few steps

@@ -119,7 +119,8 @@ def write_scores_and_card(
         "",
         "## How it was made",
         "",
-        f"- Command: `make {command}` (`linefuse {command}`), at commit `{stage.commit()}`.",
+        f"- Command: `make {command} READER={cfg.name}` (`linefuse {command} --reader "
+        f"{cfg.name}`), at commit `{stage.commit()}`.",
         f"- Architecture: {metrics['parameters']:,} parameters; crops of {cfg.height} x "
         f"{cfg.width} px (grey, each label scaled to the height, left-aligned, white around).",
         f"- Data: the {metrics['labels']:,} readable tick labels of {cfg.charts} sharp charts"
@@ -148,7 +149,8 @@ def write_scores_and_card(
         "",
         "## Remake it",
         "",
-        f"`make {command}`, then commit this folder.",
+        f"`make {command} READER={cfg.name}` (`make {command}` remakes every reader of "
+        f"`{section}`), then commit this folder.",
     ]
     (folder / paths.CARD_FILE).write_text("\n".join(lines) + "\n")
 
