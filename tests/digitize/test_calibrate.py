@@ -345,16 +345,20 @@ def test_matplotlibs_offset_text_is_read_with_or_without_its_one(readings, multi
         (["", "", "1"], ["1e6"], 1e6),  # motion blur: only the voter reads the e and the 6
         (["e2", "e", "10^7"], ["107"], 1e7),  # Tesseract misreads the 7; the voter's vote decides
         (["e7", "e", "07"], ["07"], 1e7),  # only Tesseract reads the e
+        (["e7", "e", "1e3"], ["1e2", "1e^2"], 1e7),  # a 7 on the box's top line (seed 103, 77)
+        (["ee", "e7", "1e^3"], ["10^0", "10^0"], 1e7),  # seed 111's chart 1
     ],
 )
-def test_a_voters_lone_reading_of_an_offset_text_counts_only_written_out(
+def test_a_voters_reading_of_an_offset_text_counts_where_a_reading_agrees_or_written_out(
     readings, votes, multiplier
 ):
     """A voter's (digitize_reader.voters) reading of what may be an offset text adds its vote
-    to Tesseract's and the shipped reader's; where none of theirs reads an exponent, it counts
-    alone only written out (1e6), not in the forms a misread e leaves (107, 15): nothing checks
-    an exponent as the fit checks a tick (dev seed 105's chart 23, where the voter read a
-    legend's edge as 1070, had y scaled by 10^70)."""
+    to Tesseract's and the shipped reader's where one of theirs reads the same exponent: the
+    voters misread alike (focus seed 103's chart 77, a 7 drawn onto the box's top line: both
+    read 2, outvoting Tesseract's 7 and the reader's 3). Where none of theirs reads an exponent,
+    a voter counts only written out (1e6), not in the forms a misread e leaves (107, 15):
+    nothing checks an exponent as the fit checks a tick (dev seed 105's chart 23, where the
+    voter read a legend's edge as 1070, had y scaled by 10^70)."""
     assert _multiplier(readings, votes) == multiplier
 
 

@@ -274,13 +274,18 @@ def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
     """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
     its readings (Tesseract's and the shipped label reader's) and the voters' (`votes`): the
     exponent most of them read (of equals, the first read); 1 when none reads one. A misread
-    digit is seldom read alike twice. Where no other reading reads an exponent, a voter's
-    counts only written out (1e6, 10^6): nothing checks an exponent as the fit checks a tick's
-    value, and the forms a misread e leaves (107, 15) are what a voter makes of a legend's edge
-    above the plot (1070: every value scaled by 10^70)."""
+    digit is seldom read alike once the readings are many, but the voters are alike trained and
+    misread a digit alike (a 7 drawn onto the box's top line, read 2 by both), so a voter's
+    exponent counts only where a reading reads it too; where no reading reads an exponent, a
+    voter's counts only written out (1e6, 10^6): nothing checks an exponent as the fit checks a
+    tick's value, and the forms a misread e leaves (107, 15) are what a voter makes of a
+    legend's edge above the plot (1070: every value scaled by 10^70)."""
     exponents = [int(m.group(1)) for t in texts if (m := MULTIPLIER.fullmatch(normalise(t)))]
+    read = set(exponents)
     for text in map(normalise, votes):
-        if (m := MULTIPLIER.fullmatch(text)) and (exponents or WRITTEN_OUT.search(text)):
+        if not (m := MULTIPLIER.fullmatch(text)):
+            continue
+        if int(m.group(1)) in read or (not read and WRITTEN_OUT.search(text)):
             exponents.append(int(m.group(1)))
     if not exponents:
         return 1.0

@@ -12,6 +12,7 @@ import io
 import json
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,26 @@ def write_outputs(
     overlay(image, digitized).save(out_dir / f"{stem}.overlay.png")
 
 
+def _opened(batch: list[tuple[Path, Path]], restore: Callable | None) -> tuple[list, list]:
+    """(each file of `batch` opened, restored where `restore` is given, or the Unreadable saying
+    why it cannot be opened; for each opened one the input it was restored from, or None)."""
+    images, given = [], []
+    for path, _ in batch:
+        try:
+            image = load_rgb(path)
+        except UnidentifiedImageError:
+            image = Unreadable("not an image: send a PNG, JPEG, TIFF or WebP file")
+        except (OSError, ValueError, SyntaxError) as error:
+            image = Unreadable(f"cannot open the image: {error or type(error).__name__}")
+        if isinstance(image, Unreadable):
+            images.append(image)
+            continue
+        restored_from, image = restore(image) if restore is not None else (None, image)
+        images.append(image)
+        given.append(restored_from)
+    return images, given
+
+
 def digitize_files(
     inputs: list[Path | str], out_dir: Path | str, restore: Callable | None = None
 ) -> dict:
@@ -132,22 +153,19 @@ def digitize_files(
     unreadable = dict(missing)
     for name, why in missing:
         tqdm.write(f"{name}: unreadable: {why}", file=sys.stderr)
-    with tqdm(total=len(files), unit="chart", desc="digitize", disable=None) as bar:
-        for first in range(0, len(files), BATCH):
-            batch, images, given = files[first : first + BATCH], [], []
-            for path, _ in batch:
-                try:
-                    image = load_rgb(path)
-                except UnidentifiedImageError:
-                    image = Unreadable("not an image: send a PNG, JPEG, TIFF or WebP file")
-                except (OSError, ValueError, SyntaxError) as error:
-                    image = Unreadable(f"cannot open the image: {error or type(error).__name__}")
-                if isinstance(image, Unreadable):
-                    images.append(image)
-                    continue
-                restored_from, image = restore(image) if restore is not None else (None, image)
-                images.append(image)
-                given.append(restored_from)
+    batches = [files[first : first + BATCH] for first in range(0, len(files), BATCH)]
+    # the next batch is opened and restored in a thread while this one is read: ONNX Runtime
+    # and numpy let go of the GIL, so restoring takes the core reading leaves (one image at a
+    # time, in order, as without the thread: the same restorations)
+    with (
+        ThreadPoolExecutor(1) as opener,
+        tqdm(total=len(files), unit="chart", desc="digitize", disable=None) as bar,
+    ):
+        upcoming = [opener.submit(_opened, batch, restore) for batch in batches[:1]]
+        for index, batch in enumerate(batches):
+            images, given = upcoming.pop().result()
+            if index + 1 < len(batches):
+                upcoming.append(opener.submit(_opened, batches[index + 1], restore))
             read = iter(digitize_many([i for i in images if not isinstance(i, Unreadable)], given))
             for (path, relative), image in zip(batch, images, strict=True):
                 result = image if isinstance(image, Unreadable) else next(read)
