@@ -161,11 +161,11 @@ def digitize_files(
         ThreadPoolExecutor(1) as opener,
         tqdm(total=len(files), unit="chart", desc="digitize", disable=None) as bar,
     ):
-        upcoming = [opener.submit(_opened, batch, restore) for batch in batches[:1]]
+        opening = opener.submit(_opened, batches[0], restore) if batches else None
         for index, batch in enumerate(batches):
-            images, given = upcoming.pop().result()
+            images, given = opening.result()
             if index + 1 < len(batches):
-                upcoming.append(opener.submit(_opened, batches[index + 1], restore))
+                opening = opener.submit(_opened, batches[index + 1], restore)
             read = iter(digitize_many([i for i in images if not isinstance(i, Unreadable)], given))
             for (path, relative), image in zip(batch, images, strict=True):
                 result = image if isinstance(image, Unreadable) else next(read)
