@@ -3,8 +3,8 @@ evaluate does not report), or a chart set of digitize's own (linefuse.digitize.s
 `dev2`, which its rules are decided on, or `report`, read once every decision is made).
 
     python benchmarks/digitize_restored.py [--splits val | --set dev|dev2|report [--library NAME]
-        [--charts N] [--seed N] [--every descending|log|offset]] [--levels medium hard] [--alone]
-        [--out FILE.json]
+        [--charts N] [--seed N] [--every descending|log|offset] [--dpi LOW HIGH]]
+        [--levels medium hard] [--alone] [--out FILE.json]
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
 only, no build needed); a set is drawn once into .linefuse/digitize_sets/. A dev set drawn with
@@ -12,6 +12,8 @@ another --seed is a development set of its own (docs/experiments.md names the on
 decided on). --every draws every chart of a set with axes of one kind: a dev set's, a
 development set of its own; the report set's, the report of that kind on as many charts as the
 set has (the plain set draws each kind on a share of them, too few to report a share of 90 %).
+--dpi draws a set's charts at LOW to HIGH dpi instead of the recipe's (the same figures, in
+inches, at 2 or 3 times the pixels: a print export's 300 dpi), unbounded by data.charts.max_px.
 Each whole chart is degraded in every domain at each level as `shard` degrades it (its seed),
 straightened (eval.deskew) and restored by the run's final adapter at eval.steps, as evaluate
 does with its test charts. The input, the restoration (read with the input it came from, as
@@ -57,6 +59,7 @@ from linefuse.params.full import load_params
 IMAGES_SUFFIX = ".images.json.gz"  # each image's row, beside the summary
 # --every: the data.charts knob that draws every chart of a set with axes of that kind
 EVERY = {"descending": "descending_x_prob", "log": "log_y_prob", "offset": "offset_y_prob"}
+UNBOUNDED_PX = 8192  # --dpi's max_px: data.charts' largest (params/data.py)
 
 
 def main() -> None:
@@ -71,6 +74,9 @@ def main() -> None:
     parser.add_argument(
         "--every", choices=sorted(EVERY), help="the set's every chart drawn with axes of this kind"
     )
+    parser.add_argument(
+        "--dpi", nargs=2, type=int, metavar=("LOW", "HIGH"), help="the set drawn at this dpi"
+    )
     parser.add_argument("--levels", nargs="*", default=["medium", "hard"])
     parser.add_argument("--alone", action="store_true", help="also read restorations alone")
     parser.add_argument(
@@ -79,8 +85,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.seed is not None and args.set not in ("dev", "dev2"):
         parser.error("--seed draws a dev set of its own: give --set dev or dev2")
-    if args.every and args.set is None:
-        parser.error("--every draws a chart set: give --set dev, dev2 or report")
+    if (args.every or args.dpi) and args.set is None:
+        parser.error("--every and --dpi draw a chart set: give --set dev, dev2 or report")
     params = load_params()
     restorer = None
     if args.levels:
@@ -88,6 +94,7 @@ def main() -> None:
     rows = []
     recipe = {"seed": args.seed} if args.seed is not None else {}
     recipe |= {EVERY[args.every]: 1.0} if args.every else {}
+    recipe |= {"dpi": tuple(args.dpi), "max_px": UNBOUNDED_PX} if args.dpi else {}
     charts = _charts(params, args.set, args.splits, args.library, args.charts, recipe)
     for image_id, source, split, tags in charts:
         rel = source.name

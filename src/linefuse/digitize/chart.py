@@ -1,8 +1,9 @@
 """A line chart read from its pixels alone: its axes' mappings and its series in data units.
 
 find the frame (axes.py), read and fit the tick labels (calibrate.py), follow each series
-(series.py), map the paths through the fits, and name each series by its legend entry's text.
-A chart that cannot be read is an Unreadable with a one-line reason.
+(series.py), map the paths through the fits, and name each series by its legend entry's text;
+a chart drawn larger than digitize's rules were decided on is read shrunk (scale.py). A chart
+that cannot be read is an Unreadable with a one-line reason.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from linefuse.digitize.axes import Frame, find_frame
 from linefuse.digitize.calibrate import Axis, fit_axis, read_ticks
 from linefuse.digitize.legend import Entry
 from linefuse.digitize.ocr import Label, missing, read_labels
+from linefuse.digitize.scale import reading_factor, shrunk, size_for
 from linefuse.digitize.series import Trace, trace_series
 
 MIN_SIDE_PX = 32  # smaller images hold no legible chart
@@ -159,6 +161,78 @@ def _named(charts: list[tuple[np.ndarray, Digitized | Unreadable]]) -> list[Digi
 def digitize_many(
     images: list[np.ndarray], inputs: list[np.ndarray | None] | None = None
 ) -> list[Digitized | Unreadable]:
+    """Each image digitized, or the Unreadable saying why not (_read_pairs). An image drawn
+    larger than the charts digitize's rules were decided on (scale.reading_factor: a 300 dpi
+    figure) is read shrunk, the input it was restored from shrunk to its size, and what is read
+    of it is scaled back to its own pixels."""
+    inputs = inputs or [None] * len(images)
+    sizes = [_shrunk_size(image) for image in images]
+    if not any(sizes):
+        return _read_pairs(images, inputs)
+    made: dict[tuple[int, tuple[int, int]], np.ndarray] = {}  # one array shrunk once: one object
+
+    def at(array: np.ndarray | None, size: tuple[int, int] | None) -> np.ndarray | None:
+        if array is None or size is None:
+            return array
+        try:
+            return made.setdefault((id(array), size), shrunk(_pixels(array), size))
+        except Unreadable:  # an input that is no image: left as it is, and not used (_aligned)
+            return array
+
+    read = _read_pairs(
+        [at(image, size) for image, size in zip(images, sizes, strict=True)],
+        [at(given, size) for given, size in zip(inputs, sizes, strict=True)],
+    )
+    return [
+        _enlarged(r, np.shape(image), size) if size and isinstance(r, Digitized) else r
+        for r, image, size in zip(read, images, sizes, strict=True)
+    ]
+
+
+def _shrunk_size(image: np.ndarray) -> tuple[int, int] | None:
+    """(height, width) an image is read at, where it is read shrunk; else None."""
+    try:
+        pixels = _pixels(image)
+    except Unreadable:
+        return None
+    factor = reading_factor(pixels)
+    return size_for(pixels, factor) if factor > 1.0 else None
+
+
+def _enlarged(chart: Digitized, shape: tuple[int, ...], size: tuple[int, int]) -> Digitized:
+    """A chart read from its image shrunk to `size` (height, width), its pixel positions (box,
+    axes, paths, legend) scaled back to the image's `shape`."""
+    across, down = shape[1] / size[1], shape[0] / size[0]
+
+    def box(b: tuple[float, ...]) -> tuple[float, float, float, float]:
+        return (b[0] * across, b[1] * down, b[2] * across, b[3] * down)
+
+    def axis(a: Axis, along: float) -> Axis:
+        ticks = [
+            [replace(t, position=t.position * along, box=box(t.box)) for t in group]
+            for group in (a.used, a.rejected)
+        ]
+        offset, slope, residual = a.offset * along, a.slope * along, a.residual * along
+        return replace(
+            a, offset=offset, slope=slope, residual=residual, used=ticks[0], rejected=ticks[1]
+        )
+
+    traces = [
+        replace(
+            t, columns=t.columns * across, rows=t.rows * down, linewidth_px=t.linewidth_px * down
+        )
+        for t in chart.traces
+    ]
+    legend = [replace(e, sample=box(e.sample), text=box(e.text)) for e in chart.legend]
+    x_axis, y_axis = axis(chart.x_axis, across), axis(chart.y_axis, down)
+    return replace(
+        chart, box=box(chart.box), x_axis=x_axis, y_axis=y_axis, traces=traces, legend=legend
+    )
+
+
+def _read_pairs(
+    images: list[np.ndarray], inputs: list[np.ndarray | None]
+) -> list[Digitized | Unreadable]:
     """Each image digitized, or the Unreadable saying why not; all tick labels in one batch of
     Tesseract calls (and one more for inputs read alone). `inputs`: for each image restored, the
     blurred chart it was restored from (as the model got it: straightened), whose labels are
@@ -171,7 +245,6 @@ def digitize_many(
     "input": either axis the input's). Of two readings of an axis a power of ten apart, the one
     that shows the decimal points the other lost (_points_lost: 0.6 drawn as 6) is kept, however
     sure the other."""
-    inputs = inputs or [None] * len(images)
     results = _read(images, inputs)
     # an input among the images (evaluate reads both) was read alone there already
     read_alone = zip(images, inputs, results, strict=True)

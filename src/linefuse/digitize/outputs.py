@@ -101,8 +101,11 @@ def overlay(image: np.ndarray, digitized: Digitized) -> Image.Image:
     for trace in digitized.traces:
         points = [(c * SCALE, r * SCALE) for c, r in zip(trace.columns, trace.rows, strict=True)]
         colour = tuple(int(v) for v in trace.colour)
+        # a gap in the path stays a gap: more than two of its steps (a column, or the columns a
+        # chart read shrunk stands for: scale.py)
+        step = float(np.median(np.diff(trace.columns))) if len(trace.columns) > 1 else 1.0
         for start, end in zip(points[:-1], points[1:], strict=True):
-            if end[0] - start[0] <= 2 * SCALE:  # a gap in the path stays a gap
+            if end[0] - start[0] <= 2 * step * SCALE:
                 draw.line([start, end], fill=(0, 0, 0), width=5)
                 draw.line([start, end], fill=colour, width=3)
     return picture
