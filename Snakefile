@@ -223,6 +223,7 @@ rule evaluate:
         "src/linefuse/digitize/legend.py",
         "src/linefuse/digitize/line_score.py",
         "src/linefuse/digitize/ocr.py",
+        "src/linefuse/digitize/scale.py",
         "src/linefuse/digitize/score.py",
         "src/linefuse/digitize/series.py",
         "src/linefuse/evaluate/baselines.py",
