@@ -174,10 +174,13 @@ def digitize_many(
     def at(array: np.ndarray | None, size: tuple[int, int] | None) -> np.ndarray | None:
         if array is None or size is None:
             return array
-        try:
-            return made.setdefault((id(array), size), shrunk(_pixels(array), size))
-        except Unreadable:  # an input that is no image: left as it is, and not used (_aligned)
-            return array
+        key = (id(array), size)
+        if key not in made:  # an input that is also an image is shrunk once
+            try:
+                made[key] = shrunk(_pixels(array), size)
+            except Unreadable:  # an input that is no image: left as it is, not used (_aligned)
+                return array
+        return made[key]
 
     read = _read_pairs(
         [at(image, size) for image, size in zip(images, sizes, strict=True)],
