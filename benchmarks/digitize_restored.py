@@ -3,7 +3,7 @@ evaluate does not report), or a chart set of digitize's own (linefuse.digitize.s
 `dev2`, which its rules are decided on, or `report`, read once every decision is made).
 
     python benchmarks/digitize_restored.py [--splits val | --set dev|dev2|report [--library NAME]
-        [--charts N] [--seed N] [--every descending|log|offset] [--dpi LOW HIGH]]
+        [--charts N] [--seed N] [--every descending|log|offset|offset_x] [--dpi LOW HIGH]]
         [--levels medium hard] [--alone] [--out FILE.json]
 
 Run in a project that `make repro` built (with --set and --levels given empty, sharp charts
@@ -24,10 +24,10 @@ CHART-Info's task-6b line score, the field's, digitize/line_score.py, an unread 
 0). Writes, per level and library, the images' count, the share calibrated, the median curve
 error and the mean line score of each kind, and the share of images whose restoration reads with
 a lower error than their input; and the same for the charts that draw tick labels on both axes
-(`labelled/`), and for those with a descending x, a log y or an offset y (`axes:KIND/`; offset
-only for a set, whose plans say it). Each image's row (chart, kind, level, domain, scores) goes
-beside FILE.json, gzip-packed, into FILE.images.json.gz: a tenth of the size, so the results a
-lent GPU machine is sent stay small.
+(`labelled/`), and for those with a descending x, a log y, an offset y or an offset x
+(`axes:KIND/`; offset and offset_x only for a set, whose plans say it). Each image's row
+(chart, kind, level, domain, scores) goes beside FILE.json, gzip-packed, into
+FILE.images.json.gz: a tenth of the size, so the results a lent GPU machine is sent stay small.
 """
 
 from __future__ import annotations
@@ -58,7 +58,12 @@ from linefuse.params.full import load_params
 
 IMAGES_SUFFIX = ".images.json.gz"  # each image's row, beside the summary
 # --every: the data.charts knob that draws every chart of a set with axes of that kind
-EVERY = {"descending": "descending_x_prob", "log": "log_y_prob", "offset": "offset_y_prob"}
+EVERY = {
+    "descending": "descending_x_prob",
+    "log": "log_y_prob",
+    "offset": "offset_y_prob",
+    "offset_x": "offset_x_prob",
+}
 UNBOUNDED_PX = 8192  # --dpi's max_px: data.charts' largest (params/data.py)
 
 
@@ -193,7 +198,8 @@ def _charts(params, chart_set: str | None, splits: list[str], library, count, re
 
 def _tags(source: Path, axes) -> list[str]:
     """The groups a chart is also counted in: `labelled` when it draws tick labels on both
-    axes, and `axes:descending`, `axes:log`, `axes:offset` by what its axes are."""
+    axes, and `axes:descending`, `axes:log`, `axes:offset`, `axes:offset_x` by what its axes
+    are."""
     sidecar = json.loads(source.with_suffix(".json").read_text())
     tags = []
     if {label["axis"] for label in sidecar["tick_labels"]} == {"x", "y"}:
@@ -205,6 +211,8 @@ def _tags(source: Path, axes) -> list[str]:
         tags.append("axes:log")
     if axes is not None and axes.power:
         tags.append("axes:offset")
+    if axes is not None and axes.x_power:
+        tags.append("axes:offset_x")
     return tags
 
 

@@ -19,7 +19,7 @@ from scipy.spatial import cKDTree
 
 from linefuse.data.charts import base_chart_params, draw_chart, generate, plan_chart
 from linefuse.data.charts.facts import bundled_file
-from linefuse.data.charts.plan import chart_rng, choose_style, family_weights
+from linefuse.data.charts.plan import chart_rng, choose_style, family_weights, plan_axes
 from linefuse.data.charts.registry import render_plan
 from linefuse.data.images import find_images
 from linefuse.digitize.calibrate import parse
@@ -680,6 +680,24 @@ def test_bad_base_chart_overrides_name_their_key(override, says):
         parse_params(raw, "params.yaml")
     message = str(error.value)
     assert message.startswith(f"params.yaml: {says}") and "\n" not in message, message
+
+
+def test_an_offset_x_draws_hertz_and_leaves_every_other_axis_choice_as_it_was():
+    """offset_x_prob draws an ascending x in hertz (the wavelength grid times 10^6 or 10^9,
+    titled in Hz) from a generator of its own: every other axis choice of every chart is the
+    one drawn without it, so the default data's charts stay as they were."""
+    cfg = charts(descending_x_prob=0.3, log_y_prob=0.3, offset_y_prob=0.3)
+    hertz = cfg.model_copy(update={"offset_x_prob": 1.0})
+    for index in range(40):
+        plain, drawn = plan_axes(cfg, index), plan_axes(hertz, index)
+        assert plain.x_power == 0 and dataclasses.replace(drawn, x_power=0) == plain
+        assert drawn.x_power == (0 if plain.x_descending else drawn.x_power) in (0, 6, 9)
+    index = next(i for i in range(40) if plan_axes(hertz, i).x_power)
+    one = hertz.model_copy(update={"libraries": {"matplotlib": 1.0}})
+    _, table, sidecar = draw_chart(one, index)
+    power = plan_axes(one, index).x_power
+    assert 380 * 10.0**power <= table[:, 0].min() and table[:, 0].max() <= 850 * 10.0**power
+    assert 380 * 10.0**power <= min(sidecar["xlim"]) and max(sidecar["xlim"]) <= 850 * 10.0**power
 
 
 def test_the_axis_knobs_draw_what_the_sidecar_says_and_the_base_keeps_its_recipe():

@@ -362,6 +362,25 @@ def test_a_voters_reading_of_an_offset_text_counts_where_a_reading_agrees_or_wri
     assert _multiplier(readings, votes) == multiplier
 
 
+@pytest.mark.parametrize(
+    ("readings", "votes", "multiplier"),
+    [
+        (["e1", "e11", "1e1"], ["1e1", "1e1"], 1e11),  # dev chart 66 in hertz: one reads 11
+        (["e", "e", "1e1"], ["101", "1e11"], 1e11),  # chart 20: a voter's, written out
+        (["e7", "e7", "1e37"], ["1e7", "1e3"], 1e7),  # dev2 chart 59: 37 is no 7 doubled
+        (["1e1", "1e1"], ["1e1"], 10.0),  # no reading holds a doubled digit: 1e1 as read
+    ],
+)
+def test_a_repeated_digit_read_once_is_read_twice_where_another_reading_has_it(
+    readings, votes, multiplier
+):
+    """An x axis in hertz with matplotlib's 1e11 under it: Tesseract reads its two 1s, two
+    pixels wide, as one (1e1) in most of its readings, and the vote took 10 for 10^11. Where a
+    reading, or a voter's written out, holds the exponent with a digit doubled, that one is
+    what was drawn; an exponent with another digit added (37 for 7) is no such reading."""
+    assert _multiplier(readings, votes) == multiplier
+
+
 def test_a_trailing_point_is_no_decimal_and_a_value_both_readers_read_wins():
     """plotnine's 100 and 50 (y, 61 px apart) read by Tesseract as 100. and 2. (a speck read as
     a point) and as 50 under the other darkening; the label reader reads 100 and 50. Both pairs

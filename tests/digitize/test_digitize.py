@@ -127,7 +127,7 @@ def test_an_offset_text_tesseract_cannot_read_is_read_by_the_label_reader(monkey
     pixels = figure_pixels(draw)
     frame = find_frame(pixels)
     assert frame.y_offset is not None
-    ((_, _, multiplier),) = read_ticks([(pixels, frame)])
+    ((_, _, (_, multiplier)),) = read_ticks([(pixels, frame)])
     assert multiplier == 1e6
     tesseract = calibrate.read_pages
 
@@ -136,7 +136,7 @@ def test_an_offset_text_tesseract_cannot_read_is_read_by_the_label_reader(monkey
         return [page[: -len(GAMMAS)] + [("7", 0.0)] * len(GAMMAS) for page in read]
 
     monkeypatch.setattr(calibrate, "read_pages", offset_unread)
-    ((_, _, multiplier),) = read_ticks([(pixels, frame)])
+    ((_, _, (_, multiplier)),) = read_ticks([(pixels, frame)])
     assert multiplier == 1e6
 
 
@@ -836,8 +836,28 @@ def test_offset_texts_in_serif_fonts_on_the_box_and_over_open_frames_are_read(se
     recipe = recipe.model_copy(update={"offset_y_prob": 1.0})
     image, _, _ = draw_chart(recipe, index)
     frame = find_frame(image)
-    ((_, _, multiplier),) = read_ticks([(image, frame)])
+    ((_, _, (_, multiplier)),) = read_ticks([(image, frame)])
     assert multiplier == 10.0 ** plan_axes(recipe, index).power
+
+
+@needs_tesseract
+@pytest.mark.parametrize("index", [14, 20])
+def test_an_x_axis_in_hertz_is_read_with_its_offset_text(index):
+    """Dev charts drawn with every x in hertz (offset_x_prob): matplotlib labels chart 14's x
+    with mantissas and writes "1e8" under the axis's right end, chart 20's "1e11" (which
+    Tesseract reads 1e1, and a voter 1e11: calibrate._multiplier). The word is found there and
+    read, and the x axis maps the plot box's ends to the drawn limits; without it the x was read
+    10^8 and 10^11 times too small, a reading no fit could doubt."""
+    recipe = dev_chart_params(load_params(ROOT / "params.yaml"))
+    recipe = recipe.model_copy(update={"offset_x_prob": 1.0})
+    image, _, sidecar = draw_chart(recipe, index)
+    (result,) = digitize_many([image])
+    assert plan_axes(recipe, index).x_power  # drawn in hertz
+    assert result.x_axis.multiplier == 10.0 ** math.floor(math.log10(max(sidecar["xlim"])))
+    left, _, right, _ = sidecar["plot_box"]
+    low, high = sidecar["xlim"]
+    read = result.x_axis.value(np.array([left, right]))
+    assert np.allclose(read, [low, high], rtol=0, atol=0.01 * (high - low))
 
 
 def test_tick_marks_pointing_into_a_coloured_panel_split_crowded_labels():

@@ -114,6 +114,7 @@ class Frame:
     x_words: list[Word]
     y_words: list[Word]
     y_offset: Word | None = None  # the word where a y axis's multiplier is written (1e6)
+    x_offset: Word | None = None  # ... and an x axis's (1e8, under the labels' right end)
 
 
 def background(image: np.ndarray) -> np.ndarray:
@@ -651,6 +652,30 @@ def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     return word if abs(word.box[0] - left) <= size else None
 
 
+def _x_offset_word(text: np.ndarray, box: tuple[float, ...], x_words: list[Word]) -> Word | None:
+    """The word under the x labels that ends at the box's right edge, where matplotlib writes an
+    x axis's multiplier (1e8): in the line of text nearest under the labels, within LABEL_REACH
+    of their heights, the word ending within a glyph's height of the box's right edge, its
+    glyphs joined across gaps up to a glyph's height (1 e8 in a serif font); None when there
+    is none. An axis title centred under the box ends farther left, but for a long one; its
+    last word is then read, and is no multiplier (calibrate._multiplier)."""
+    right = box[2]
+    foot = int(max(w.box[3] for w in x_words))
+    size = float(np.median([w.box[3] - w.box[1] for w in x_words]))
+    near = [
+        (left, top + foot, end, bottom + foot)
+        for left, top, end, bottom in _glyphs(text[foot:])
+        if MIN_GLYPH_PX <= bottom - top <= MAX_GLYPH_PX
+        and top <= LABEL_REACH * size
+        and right - OFFSET_REACH * size <= end <= right + size
+    ]
+    if not near:
+        return None
+    line = min(_lines_of(near), key=lambda line: min(g[1] for g in line))  # nearest the labels
+    word = min(_words(line, size), key=lambda w: abs(w.box[2] - right))
+    return word if abs(word.box[2] - right) <= size else None
+
+
 def _line_above(glyph: tuple[int, int, int, int], text: np.ndarray, top: int) -> bool:
     """Whether a glyph above the box's top line is a vertical line going on above it (the
     spine, grid lines: a box whose top is a grid line under the axes' own top): at most
@@ -766,7 +791,8 @@ def find_frame(image: np.ndarray) -> Frame | None:
         ticks = (_x_tick_marks(far, box), _y_tick_marks(far, box))
         x_words, y_words = _label_words(text, box, ticks)
         offset = _offset_word(text, box) if x_words and y_words else None
-        lined = Frame(bg, box, rows, cols, x_words, y_words, offset)
+        x_offset = _x_offset_word(text, box, x_words) if x_words and y_words else None
+        lined = Frame(bg, box, rows, cols, x_words, y_words, offset, x_offset)
         # three words or more under the box that do not step evenly are no tick labels: the
         # lines found were inner grid lines (the outer ones hidden under curves), and the
         # labels stand farther out

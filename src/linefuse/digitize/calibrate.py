@@ -209,8 +209,8 @@ def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
 def read_ticks(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None] | None = None
 ) -> list[tuple[list[Tick], list[Tick]]]:
-    """The x and y ticks of each (image, frame) and the multiplier its y labels are in (1 but
-    where an offset text says otherwise: _multiplier), all read in one Tesseract call. Each
+    """The x and y ticks of each (image, frame) and the multipliers its x and y labels are in
+    (1 but where an offset text says otherwise: _multiplier), all read in one Tesseract call. Each
     word is read once per darkening (GAMMAS) and each distinct number read is a candidate tick:
     the fit keeps at most one per word, the one that agrees. A word with no number read is a
     tick with a NaN value (reported as rejected). `inputs`: for each item, the blurred chart it
@@ -224,8 +224,8 @@ def read_ticks(
             lines += label_lines(gray, word.box, GAMMAS)
             if word.exponent is not None:  # read alone too: on the word's line it is misread
                 lines += label_lines(gray, word.exponent, GAMMAS)
-        if frame.y_offset is not None:
-            lines += label_lines(gray, frame.y_offset.box, GAMMAS)
+        for offset in _offsets(frame):
+            lines += label_lines(gray, offset.box, GAMMAS)
         pages.append(lines)
     read = [text for page in read_pages(pages) for text, _ in page]
     crnn = iter(_read_by_label_reader(items, inputs or [None] * len(items)))
@@ -260,18 +260,25 @@ def read_ticks(
                 ]
             ticks = _separators_read_as_points(ticks)
             axes.append(ticks + _points_dropped(ticks))
-        multiplier = 1.0
-        if frame.y_offset is not None:  # Tesseract's readings, the shipped reader's, the voters'
-            readings, readers = next(crnn), len(paths.DIGITIZE_READERS)
-            voted = [text for index, text in enumerate(readings) if index % readers]
-            multiplier = _multiplier(read[first : first + variants] + readings[::readers], voted)
-            first += variants
-        found.append((axes[0], axes[1], multiplier))
+        multipliers = [1.0, 1.0]
+        for axis, offset in enumerate((frame.x_offset, frame.y_offset)):
+            if offset is not None:  # Tesseract's readings, the shipped reader's, the voters'
+                readings, readers = next(crnn), len(paths.DIGITIZE_READERS)
+                voted = [text for index, text in enumerate(readings) if index % readers]
+                texts = read[first : first + variants] + readings[::readers]
+                multipliers[axis] = _multiplier(texts, voted)
+                first += variants
+        found.append((axes[0], axes[1], tuple(multipliers)))
     return found
 
 
+def _offsets(frame: Frame) -> list[Word]:
+    """The frame's offset texts, the x axis's first, as read_ticks reads them."""
+    return [offset for offset in (frame.x_offset, frame.y_offset) if offset is not None]
+
+
 def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
-    """The power of ten a y axis's offset text says its labels are in (1e6: millions), from
+    """The power of ten an axis's offset text says its labels are in (1e6: millions), from
     its readings (Tesseract's and the shipped label reader's) and the voters' (`votes`): the
     exponent most of them read (of equals, the first read); 1 when none reads one. A misread
     digit is seldom read alike once the readings are many, but the voters are alike trained and
@@ -279,31 +286,46 @@ def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
     exponent counts only where a reading reads it too; where no reading reads an exponent, a
     voter's counts only written out (1e6, 10^6): nothing checks an exponent as the fit checks a
     tick's value, and the forms a misread e leaves (107, 15) are what a voter makes of a
-    legend's edge above the plot (1070: every value scaled by 10^70)."""
+    legend's edge above the plot (1070: every value scaled by 10^70). Tesseract reads a
+    repeated narrow digit once (1e11 as 1e1, the 1s two pixels wide), so where a reading, or a
+    voter's written out, holds the chosen exponent with one digit doubled, that one is taken."""
     exponents = [int(m.group(1)) for t in texts if (m := MULTIPLIER.fullmatch(normalise(t)))]
-    read = set(exponents)
+    read = list(exponents)
+    written = []
     for text in map(normalise, votes):
         if not (m := MULTIPLIER.fullmatch(text)):
             continue
+        if WRITTEN_OUT.search(text):
+            written.append(int(m.group(1)))
         if int(m.group(1)) in read or (not read and WRITTEN_OUT.search(text)):
             exponents.append(int(m.group(1)))
     if not exponents:
         return 1.0
-    return 10.0 ** max(exponents, key=exponents.count)  # max keeps the first of equals
+    exponent = max(exponents, key=exponents.count)  # max keeps the first of equals
+    doubled = [e for e in read + written if _one_digit_doubled(str(e), str(exponent))]
+    return 10.0 ** (doubled[0] if doubled else exponent)
+
+
+def _one_digit_doubled(longer: str, shorter: str) -> bool:
+    """Whether `longer` is `shorter` with one of its digits written twice (11 and 1)."""
+    return any(
+        longer[i] == longer[i + 1] and longer[:i] + longer[i + 1 :] == shorter
+        for i in range(len(longer) - 1)
+    )
 
 
 def _read_by_label_reader(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None]
 ) -> list[list[str]]:
     """What each label reader (digitize/label_onnx.py: the shipped one, then its voters) reads
-    in each word of each (image, frame) and in its y offset text, in read_ticks' order: in the
+    in each word of each (image, frame) and in its offset texts, in read_ticks' order: in the
     image, and in its input where one is given. A restoration can redraw a label's digit wrong
     where the blurred input still holds it (and the readers were trained on blurred labels too),
     and a reader can misread a 10^n exponent the other reads right, so every reading is a
     candidate, each counted alike (_support), and the fit keeps the one that agrees."""
     texts = []
     for (image, frame), given in zip(items, inputs, strict=True):
-        words = frame.x_words + frame.y_words + ([frame.y_offset] if frame.y_offset else [])
+        words = frame.x_words + frame.y_words + _offsets(frame)
         if not words:
             continue
         boxes = np.array([word.box for word in words], np.float32)

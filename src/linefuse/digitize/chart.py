@@ -106,7 +106,7 @@ def finish(pixels: np.ndarray, frame: Frame, ticks) -> Digitized:
         if axis is None:
             read = ", ".join(repr(t.text) for t in found) or "nothing"
             raise Unreadable(f"unreadable {name} tick labels: read {read}, no two agree")
-    y_axis = y_axis.times(ticks[2])
+    x_axis, y_axis = x_axis.times(ticks[2][0]), y_axis.times(ticks[2][1])
     traces, filled, legend = trace_series(pixels, frame)
     if not traces:
         shapes = " (it holds filled shapes: bars or areas)" if filled else ""

@@ -13,7 +13,7 @@ from linefuse.params import KeyedError, Probability, Strict, key_and_message, va
 
 # data.charts keys that draw the axes real charts use (descending, log, offset), added after
 # chart-base was made: the default data draws them, the base's bank and score sets do not
-AXIS_KNOBS = ("descending_x_prob", "log_y_prob", "offset_y_prob")
+AXIS_KNOBS = ("descending_x_prob", "log_y_prob", "offset_y_prob", "offset_x_prob")
 # data.charts keys that set how large a chart and its type are drawn: the base's overrides
 # (base.chart_overrides) span a wider range of them than the default data
 SIZE_KNOBS = ("fonts", "font_pt", "width_in", "height_in", "dpi")
@@ -117,6 +117,7 @@ class ChartParams(Strict):
     descending_x_prob: Probability  # x from high to low, in wavenumbers, as IR spectra are drawn
     log_y_prob: Probability  # y on a log scale over decades, labelled as each library labels one
     offset_y_prob: Probability  # intensities in millions: a library writes an offset or powers
+    offset_x_prob: Probability  # wavelengths in metres (4e-7): matplotlib's "1e-7" under the x axis
 
     @field_validator("families")
     @classmethod

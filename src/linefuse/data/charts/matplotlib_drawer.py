@@ -150,7 +150,7 @@ def _annotate_peak(ax, table: np.ndarray, plan, rc):
     peak = int(np.argmax(main))
     right_half = (x[peak] > (x[0] + x[-1]) / 2) != plan.x_descending  # as drawn
     return ax.annotate(
-        f"{x[peak]:.0f} {'cm-1' if plan.x_descending else 'nm'}",
+        f"{x[peak] / 10.0**plan.x_power:.0f} {plan.x_unit}",
         xy=(x[peak], main[peak]),
         xytext=(-30 if right_half else 12, -12),
         textcoords="offset points",

@@ -52,6 +52,11 @@ WAVENUMBERS = ((400.0, 800.0), (3000.0, 4000.0))  # a descending x's low and hig
 DECADES = (2.0, 5.0)  # a log y's span
 LOG_LOWEST = (-1, 2)  # the power of ten a log y starts at: 6 decimals keep 5 digits at 0.1
 OFFSET_POWERS = (6, 7)  # an offset y's tallest intensity is one of these powers of ten
+# an offset x's grid (380-850) in hertz: a radio spectrum from MHz or GHz, which matplotlib
+# labels 4 ... 8 with "1e8" (or "1e11") under the axis's right end; each power's unit, in which
+# the peak note writes its position
+X_OFFSET_UNITS = {6: "MHz", 9: "GHz"}
+HERTZ_LABELS = ("Frequency (Hz)", "Frequency [Hz]", "f / Hz")
 
 
 def make_spectrum(
@@ -171,6 +176,8 @@ class ChartPlan:
     library: str = "matplotlib"  # who draws it (data.charts.libraries); style is then its theme
     x_descending: bool = False  # x runs from high (left) to low (right)
     y_log: bool = False  # y on a log scale
+    x_power: int = 0  # x in hertz, its grid times 10**x_power (0: in nm or cm-1)
+    x_unit: str = "nm"  # the unit the peak note writes x in (x / 10**x_power)
     extra: dict = field(default_factory=dict)  # rcParams a test may add
 
 
@@ -200,6 +207,8 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
     axes = plan_axes(cfg, index)
     if axes.x_descending and dressing["x_label"]:
         dressing["x_label"] = axes.x_label
+    elif axes.x_power and dressing["x_label"]:
+        dressing["x_label"] = axes.hertz_label
     return ChartPlan(
         family=family,
         style=style,
@@ -215,6 +224,8 @@ def plan_chart(cfg: ChartParams, index: int, size_px: tuple[int, int] | None = N
         panels=tuple(PanelPlan(axes.on_axes(p.table), p.series) for p in panels),
         x_descending=axes.x_descending,
         y_log=axes.y_log,
+        x_power=axes.x_power,
+        x_unit="cm-1" if axes.x_descending else X_OFFSET_UNITS.get(axes.x_power, "nm"),
         background=plan_background(rng, cfg),
         grid=plan_grid(rng, cfg),
     )
@@ -231,18 +242,21 @@ class AxesPlan:
     decades: float  # a log y's span ...
     lowest: int  # ... from this power of ten
     power: int  # an offset y's intensities are times 10**power (0: no offset)
+    x_power: int = 0  # an offset x's grid is times 10**x_power, in hertz (0: no offset)
+    hertz_label: str = HERTZ_LABELS[0]  # the x axis' title when it runs in hertz
 
     def on_axes(self, table: np.ndarray) -> np.ndarray:
         """`table` as these axes draw it: a descending x's wavelength grid stretched onto its
         wavenumbers; a log y's intensities exponentiated over its decades (the spectrum's
-        shape kept, its lowest point at 10**lowest); an offset y's scaled to a power of ten.
-        Rounded to DECIMALS."""
-        if not (self.x_descending or self.y_log or self.power):
+        shape kept, its lowest point at 10**lowest); an offset y's scaled to a power of ten;
+        an offset x's grid times 10**x_power. Rounded to DECIMALS."""
+        if not (self.x_descending or self.y_log or self.power or self.x_power):
             return table
         x, curves = table[:, 0], table[:, 1:]
         if self.x_descending:
             low, high = self.wavenumbers
             x = low + (x - x[0]) / (x[-1] - x[0]) * (high - low)
+        x = x * 10.0**self.x_power
         if self.y_log:
             bottom, top = curves.min(), curves.max()
             curves = 10.0 ** (self.lowest + self.decades * (curves - bottom) / (top - bottom))
@@ -252,9 +266,10 @@ class AxesPlan:
 
 
 def plan_axes(cfg: ChartParams, index: int) -> AxesPlan:
-    """Chart `index`'s axes (data.charts' descending_x_prob, log_y_prob and offset_y_prob; a
-    log y has no offset), from a generator of its own: with those knobs off, or where a chart
-    draws none of them, it is drawn as it always was."""
+    """Chart `index`'s axes (data.charts' descending_x_prob, log_y_prob, offset_y_prob and
+    offset_x_prob; a log y has no offset, a descending x none either), from a generator of its
+    own (offset_x_prob's from one more, so the knobs before it draw as they did): with those
+    knobs off, or where a chart draws none of them, it is drawn as it always was."""
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 2]))
     descending, log_y, offset = rng.random(3) < (
         cfg.descending_x_prob,
@@ -262,6 +277,8 @@ def plan_axes(cfg: ChartParams, index: int) -> AxesPlan:
         cfg.offset_y_prob,
     )
     (low, high) = (float(rng.uniform(*ends)) for ends in WAVENUMBERS)
+    hertz = np.random.default_rng(np.random.SeedSequence([cfg.seed % 2**64, index, 3]))
+    offset_x, hertz_label = hertz.random() < cfg.offset_x_prob, hertz.integers(len(HERTZ_LABELS))
     return AxesPlan(
         x_descending=bool(descending),
         y_log=bool(log_y),
@@ -270,6 +287,8 @@ def plan_axes(cfg: ChartParams, index: int) -> AxesPlan:
         decades=float(rng.uniform(*DECADES)),
         lowest=int(rng.integers(LOG_LOWEST[0], LOG_LOWEST[1] + 1)),
         power=int(rng.choice(OFFSET_POWERS)) if offset and not log_y else 0,
+        x_power=int(hertz.choice(list(X_OFFSET_UNITS))) if offset_x and not descending else 0,
+        hertz_label=HERTZ_LABELS[int(hertz_label)],
     )
 
 
