@@ -208,7 +208,7 @@ def ink_page(image: np.ndarray, frame: Frame) -> np.ndarray:
 
 def read_ticks(
     items: list[tuple[np.ndarray, Frame]], inputs: list[np.ndarray | None] | None = None
-) -> list[tuple[list[Tick], list[Tick]]]:
+) -> list[tuple[list[Tick], list[Tick], tuple[float, float]]]:
     """The x and y ticks of each (image, frame) and the multipliers its x and y labels are in
     (1 but where an offset text says otherwise: _multiplier), all read in one Tesseract call. Each
     word is read once per darkening (GAMMAS) and each distinct number read is a candidate tick:
