@@ -860,6 +860,26 @@ def test_an_x_axis_in_hertz_is_read_with_its_offset_text(index):
     assert np.allclose(read, [low, high], rtol=0, atol=0.01 * (high - low))
 
 
+@needs_tesseract
+@pytest.mark.parametrize("axis", ["x", "y"])
+def test_a_negative_power_keeps_its_minus_sign(axis):
+    """A pulse over 5 microseconds (x) and a signal of microvolts (y): matplotlib writes 1e−6
+    at the axis's end, its minus a bar one pixel high, too flat for a glyph. Without it the
+    exponent was a word apart from its 1e (x: the word was the lone 6, read as no multiplier)
+    or read without its sign (y: 1e6, every value 10^12 too large). The bar joins the word and
+    makes the exponent negative whatever the readers make of it."""
+    t = np.linspace(0, 5e-6, 300) if axis == "x" else np.linspace(400, 700, 300)
+    pulse = np.exp(-(((np.arange(300) - 150) / 30) ** 2))
+
+    def draw(ax):
+        ax.plot(t, pulse * (1.0 if axis == "x" else 3e-6), color="tab:blue")
+
+    frame = find_frame(pixels := figure_pixels(draw))
+    assert (frame.x_offset if axis == "x" else frame.y_offset).minus
+    (result,) = digitize_many([pixels])
+    assert (result.x_axis if axis == "x" else result.y_axis).multiplier == 1e-6
+
+
 def test_tick_marks_pointing_into_a_coloured_panel_split_crowded_labels():
     """Focus-set chart 21 (seed 103, every y offset): matplotlib's classic style draws its tick
     marks into the plot, here a pink panel, and its x labels 400 ... 750 touch. Against the

@@ -87,6 +87,11 @@ class Word:
         )
 
     @property
+    def minus(self) -> bool:
+        """Whether a minus sign's bar stands between two of its glyphs (1e−6)."""
+        return any(_bar(g) for g in self.glyphs[1:-1])
+
+    @property
     def centre(self) -> tuple[float, float]:
         left, top, right, bottom = self.box
         return (left + right) / 2, (top + bottom) / 2
@@ -631,9 +636,10 @@ def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     left, top = int(round(box[0])), int(round(box[1]))
     if top - 1 < MIN_GLYPH_PX:  # the box reaches the image's top: no room for text above it
         return None
+    found = _glyphs(text[: top - 1])
     glyphs = [
         g
-        for g in _glyphs(text[: top - 1])
+        for g in found
         if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX and not _line_above(g, text, top)
     ]
     if not glyphs:
@@ -648,7 +654,7 @@ def _offset_word(text: np.ndarray, box: tuple[float, ...]) -> Word | None:
     if not near:
         return None
     line = max(_lines_of(near), key=lambda line: max(g[3] for g in line))  # nearest the box
-    word = min(_words(line, size), key=lambda w: abs(w.box[0] - left))
+    word = min(_words(_with_bars(line, found), size), key=lambda w: abs(w.box[0] - left))
     return word if abs(word.box[0] - left) <= size else None
 
 
@@ -662,18 +668,48 @@ def _x_offset_word(text: np.ndarray, box: tuple[float, ...], x_words: list[Word]
     right = box[2]
     foot = int(max(w.box[3] for w in x_words))
     size = float(np.median([w.box[3] - w.box[1] for w in x_words]))
+    found = [
+        (left, top + foot, end, bottom + foot) for left, top, end, bottom in _glyphs(text[foot:])
+    ]
     near = [
-        (left, top + foot, end, bottom + foot)
-        for left, top, end, bottom in _glyphs(text[foot:])
-        if MIN_GLYPH_PX <= bottom - top <= MAX_GLYPH_PX
-        and top <= LABEL_REACH * size
-        and right - OFFSET_REACH * size <= end <= right + size
+        g
+        for g in found
+        if MIN_GLYPH_PX <= g[3] - g[1] <= MAX_GLYPH_PX
+        and g[1] - foot <= LABEL_REACH * size
+        and right - OFFSET_REACH * size <= g[2] <= right + size
     ]
     if not near:
         return None
     line = min(_lines_of(near), key=lambda line: min(g[1] for g in line))  # nearest the labels
-    word = min(_words(line, size), key=lambda w: abs(w.box[2] - right))
+    word = min(_words(_with_bars(line, found), size), key=lambda w: abs(w.box[2] - right))
     return word if abs(word.box[2] - right) <= size else None
+
+
+def _bar(glyph: tuple[int, int, int, int]) -> bool:
+    """Whether a blob is a minus sign's bar: shorter than a digit, at least 3 px long and twice
+    as long as it is tall."""
+    width, height = glyph[2] - glyph[0], glyph[3] - glyph[1]
+    return height < MIN_GLYPH_PX and width >= max(3, 2 * height)
+
+
+def _with_bars(
+    line: list[tuple[int, int, int, int]], glyphs: list[tuple[int, int, int, int]]
+) -> list[tuple[int, int, int, int]]:
+    """A line's glyphs with the bars (_bar, of `glyphs`) between its first and last glyph at
+    its middle third's height: an offset text's minus (1e−6), too flat to be a glyph, without
+    which the exponent is a word apart from its 1e and its sign is lost."""
+    top, bottom = min(g[1] for g in line), max(g[3] for g in line)
+    left, right = min(g[0] for g in line), max(g[2] for g in line)
+    third = (bottom - top) / 3
+    bars = [
+        g
+        for g in glyphs
+        if _bar(g)
+        and left < g[0]
+        and g[2] < right
+        and top + third <= (g[1] + g[3]) / 2 <= bottom - third
+    ]
+    return sorted(line + bars)
 
 
 def _line_above(glyph: tuple[int, int, int, int], text: np.ndarray, top: int) -> bool:

@@ -266,7 +266,7 @@ def read_ticks(
                 readings, readers = next(crnn), len(paths.DIGITIZE_READERS)
                 voted = [text for index, text in enumerate(readings) if index % readers]
                 texts = read[first : first + variants] + readings[::readers]
-                multipliers[axis] = _multiplier(texts, voted)
+                multipliers[axis] = _multiplier(texts, voted, offset.minus)
                 first += variants
         found.append((axes[0], axes[1], tuple(multipliers)))
     return found
@@ -277,7 +277,7 @@ def _offsets(frame: Frame) -> list[Word]:
     return [offset for offset in (frame.x_offset, frame.y_offset) if offset is not None]
 
 
-def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
+def _multiplier(texts: list[str], votes: Iterable[str] = (), minus: bool = False) -> float:
     """The power of ten an axis's offset text says its labels are in (1e6: millions), from
     its readings (Tesseract's and the shipped label reader's) and the voters' (`votes`): the
     exponent most of them read (of equals, the first read); 1 when none reads one. A misread
@@ -288,7 +288,9 @@ def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
     tick's value, and the forms a misread e leaves (107, 15) are what a voter makes of a
     legend's edge above the plot (1070: every value scaled by 10^70). Tesseract reads a
     repeated narrow digit once (1e11 as 1e1, the 1s two pixels wide), so where a reading, or a
-    voter's written out, holds the chosen exponent with one digit doubled, that one is taken."""
+    voter's written out, holds the chosen exponent with one digit doubled, that one is taken.
+    A minus sign's bar drawn in the word (`minus`: Word.minus) makes the exponent negative
+    however it was read: a one-pixel bar is the glyph the readers lose first (1e−6 read 1e6)."""
     exponents = [int(m.group(1)) for t in texts if (m := MULTIPLIER.fullmatch(normalise(t)))]
     read = list(exponents)
     written = []
@@ -303,7 +305,8 @@ def _multiplier(texts: list[str], votes: Iterable[str] = ()) -> float:
         return 1.0
     exponent = max(exponents, key=exponents.count)  # max keeps the first of equals
     doubled = [e for e in read + written if _one_digit_doubled(str(e), str(exponent))]
-    return 10.0 ** (doubled[0] if doubled else exponent)
+    exponent = doubled[0] if doubled else exponent
+    return 10.0 ** (-abs(exponent) if minus else exponent)
 
 
 def _one_digit_doubled(longer: str, shorter: str) -> bool:
