@@ -297,10 +297,10 @@ def _multiplier(texts: list[str], votes: Iterable[str] = (), minus: bool = False
     for text in map(normalise, votes):
         if not (m := MULTIPLIER.fullmatch(text)):
             continue
-        if WRITTEN_OUT.search(text):
-            written.append(int(m.group(1)))
-        if int(m.group(1)) in read or (not read and WRITTEN_OUT.search(text)):
-            exponents.append(int(m.group(1)))
+        voted, out = int(m.group(1)), bool(WRITTEN_OUT.search(text))
+        written += [voted] if out else []
+        if voted in read or (not read and out):
+            exponents.append(voted)
     if not exponents:
         return 1.0
     exponent = max(exponents, key=exponents.count)  # max keeps the first of equals
